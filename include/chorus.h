@@ -1,0 +1,245 @@
+/*
+ * chorus: collective communication for distributed training.
+ *
+ * Public C API. C11, usable from C++. Argument order follows MPI and NCCL:
+ * buffers, count, dtype, op, root, communicator, then the per-call options
+ * (NULL for defaults) and, for non-blocking calls, the request output.
+ *
+ * Every function returns a chorus_status_t: CHORUS_OK (0) on success, a
+ * negative code otherwise; chorus_status_string() names it.
+ */
+#ifndef CHORUS_H
+#define CHORUS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CHORUS_VERSION_MAJOR 0
+#define CHORUS_VERSION_MINOR 1
+#define CHORUS_VERSION_PATCH 0
+
+typedef enum {
+    CHORUS_OK = 0,
+    CHORUS_ERR_INVALID_ARG = -1,  /* an argument is out of range; the log names it */
+    CHORUS_ERR_NO_MEMORY = -2,
+    CHORUS_ERR_TIMEOUT = -3,      /* a wait passed its deadline (CHORUS_TIMEOUT) */
+    CHORUS_ERR_PEER_FAILED = -4,  /* a peer closed its connection or died */
+    CHORUS_ERR_ABORTED = -5,      /* chorus_comm_abort() was called */
+    CHORUS_ERR_AUTH = -6,         /* a peer failed to prove it holds the job secret */
+    CHORUS_ERR_PROTOCOL = -7,     /* a malformed or out-of-bounds message */
+    CHORUS_ERR_SYSTEM = -8,       /* an operating-system call failed; the log has errno */
+    CHORUS_ERR_UNSUPPORTED = -9,  /* not built in, or not available on this system */
+    CHORUS_ERR_TRUNCATED = -10,   /* a peer sent more data than the call expects */
+    CHORUS_ERR_INTERNAL = -11,    /* a bug in chorus; please report it */
+    CHORUS_ERR_IN_USE = -12       /* the object is busy (e.g. a duplicate rank) */
+} chorus_status_t;
+
+const char *chorus_status_string(chorus_status_t status);
+
+/* Version of the library actually loaded (may differ from the header's). */
+void chorus_version(int *major_p, int *minor_p, int *patch_p);
+const char *chorus_version_string(void);
+
+typedef enum {
+    CHORUS_INT8 = 0,
+    CHORUS_UINT8,
+    CHORUS_INT32,
+    CHORUS_UINT32,
+    CHORUS_INT64,
+    CHORUS_UINT64,
+    CHORUS_FLOAT16,   /* IEEE 754 binary16 */
+    CHORUS_BFLOAT16,  /* bfloat16: the top half of a binary32 */
+    CHORUS_FLOAT32,
+    CHORUS_FLOAT64,
+    CHORUS_DTYPE_COUNT
+} chorus_dtype_t;
+
+typedef enum {
+    CHORUS_SUM = 0,
+    CHORUS_PROD,
+    CHORUS_MIN,
+    CHORUS_MAX,
+    CHORUS_AVG,       /* sum divided by the rank count (integer division for integers) */
+    CHORUS_OP_COUNT
+} chorus_op_t;
+
+/* Size of one element in bytes, or 0 for an invalid dtype. */
+size_t chorus_dtype_size(chorus_dtype_t dtype);
+/* "float32", "sum", ...; NULL when out of range. */
+const char *chorus_dtype_name(chorus_dtype_t dtype);
+const char *chorus_op_name(chorus_op_t op);
+
+/* ---- communicators ---------------------------------------------------- */
+
+typedef struct chorus_comm *chorus_comm_t;
+typedef struct chorus_request *chorus_request_t;
+
+/*
+ * Create a communicator from the environment: CHORUS_RANK, CHORUS_SIZE,
+ * CHORUS_ADDR, CHORUS_SECRET, or torchrun's RANK, WORLD_SIZE, LOCAL_RANK,
+ * MASTER_ADDR, MASTER_PORT. Collective over all ranks of the job.
+ */
+chorus_status_t chorus_comm_create_from_env(chorus_comm_t *comm_p);
+
+/*
+ * Create a communicator from explicit arguments. addr is "host:port" of the
+ * rendezvous store; rank 0 hosts it there unless one is already hosted by
+ * chorus_unique_id_create(). secret authenticates every peer (NULL: the
+ * CHORUS_SECRET variable). timeout_s bounds every wait (<= 0: CHORUS_TIMEOUT).
+ */
+chorus_status_t chorus_comm_create(int rank, int size, const char *addr,
+                                   const char *secret, double timeout_s,
+                                   chorus_comm_t *comm_p);
+
+/*
+ * A unique id names one rendezvous (address and secret), in the style of
+ * NCCL's unique id: one process creates it, which starts a rendezvous store
+ * on an ephemeral port of this host, sends the bytes to the others by any
+ * means (MPI_Bcast, a file), and every rank calls
+ * chorus_comm_create_from_id(). The id holds the job secret: keep it private.
+ */
+#define CHORUS_UNIQUE_ID_BYTES 256
+typedef struct {
+    char bytes[CHORUS_UNIQUE_ID_BYTES];
+} chorus_unique_id_t;
+
+chorus_status_t chorus_unique_id_create(chorus_unique_id_t *id_p);
+chorus_status_t chorus_comm_create_from_id(int rank, int size,
+                                           const chorus_unique_id_t *id,
+                                           double timeout_s,
+                                           chorus_comm_t *comm_p);
+
+/* Waits for this rank's pending operations (bounded by the timeout), then frees. */
+chorus_status_t chorus_comm_destroy(chorus_comm_t comm);
+
+/*
+ * Abort: every pending and future call on comm returns CHORUS_ERR_ABORTED,
+ * and the peers see this rank leave. Safe to call from any thread, also
+ * while another thread waits; returns without waiting for the network.
+ * The communicator must still be destroyed.
+ */
+chorus_status_t chorus_comm_abort(chorus_comm_t comm);
+
+/* The first background fault recorded on comm, or CHORUS_OK. */
+chorus_status_t chorus_comm_get_error(chorus_comm_t comm);
+
+/* Queries; -1 when comm is NULL. */
+int chorus_comm_rank(chorus_comm_t comm);
+int chorus_comm_size(chorus_comm_t comm);
+int chorus_comm_local_rank(chorus_comm_t comm);
+int chorus_comm_local_size(chorus_comm_t comm);
+
+/* ---- per-call options: the one extension point ------------------------ */
+
+/*
+ * Options that later features add per call (wire compression, memory type,
+ * CUDA stream, priority). Set struct_size to sizeof(chorus_opts_t) (the
+ * CHORUS_OPTS_INIT initializer does); chorus reads only the fields that a
+ * caller's struct_size covers, so programs built against an older header keep
+ * working. Pass NULL for defaults.
+ */
+typedef struct {
+    size_t struct_size;
+    uint32_t flags;     /* reserved, must be 0 */
+    int priority;       /* reserved, must be 0 */
+} chorus_opts_t;
+
+#define CHORUS_OPTS_INIT { sizeof(chorus_opts_t), 0, 0 }
+
+/* ---- collectives -------------------------------------------------------- */
+
+/*
+ * recvbuf[i] = op over all ranks of sendbuf[i], for i < count.
+ * In place when sendbuf == recvbuf.
+ */
+chorus_status_t chorus_allreduce(const void *sendbuf, void *recvbuf, size_t count,
+                                 chorus_dtype_t dtype, chorus_op_t op,
+                                 chorus_comm_t comm, const chorus_opts_t *opts);
+chorus_status_t chorus_iallreduce(const void *sendbuf, void *recvbuf, size_t count,
+                                  chorus_dtype_t dtype, chorus_op_t op,
+                                  chorus_comm_t comm, const chorus_opts_t *opts,
+                                  chorus_request_t *req_p);
+
+/*
+ * recvbuf (size * sendcount elements) gets every rank's sendbuf in rank order.
+ * In place when sendbuf == recvbuf + rank * sendcount elements.
+ */
+chorus_status_t chorus_allgather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                 chorus_dtype_t dtype,
+                                 chorus_comm_t comm, const chorus_opts_t *opts);
+chorus_status_t chorus_iallgather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                  chorus_dtype_t dtype,
+                                  chorus_comm_t comm, const chorus_opts_t *opts,
+                                  chorus_request_t *req_p);
+
+/*
+ * Every rank's recvbuf gets root's sendbuf (sendbuf is read on root only).
+ * In place when sendbuf == recvbuf.
+ */
+chorus_status_t chorus_broadcast(const void *sendbuf, void *recvbuf, size_t count,
+                                 chorus_dtype_t dtype, int root,
+                                 chorus_comm_t comm, const chorus_opts_t *opts);
+chorus_status_t chorus_ibroadcast(const void *sendbuf, void *recvbuf, size_t count,
+                                  chorus_dtype_t dtype, int root,
+                                  chorus_comm_t comm, const chorus_opts_t *opts,
+                                  chorus_request_t *req_p);
+
+/*
+ * sendbuf holds size * recvcount elements; rank r's recvbuf gets block r of
+ * the reduction. In place when recvbuf == sendbuf + rank * recvcount elements.
+ */
+chorus_status_t chorus_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                      chorus_dtype_t dtype, chorus_op_t op,
+                                      chorus_comm_t comm, const chorus_opts_t *opts);
+chorus_status_t chorus_ireduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                       chorus_dtype_t dtype, chorus_op_t op,
+                                       chorus_comm_t comm, const chorus_opts_t *opts,
+                                       chorus_request_t *req_p);
+
+/*
+ * Root's recvbuf gets the reduction (recvbuf is written on root only and may
+ * be NULL elsewhere). In place when sendbuf == recvbuf on root.
+ */
+chorus_status_t chorus_reduce(const void *sendbuf, void *recvbuf, size_t count,
+                              chorus_dtype_t dtype, chorus_op_t op, int root,
+                              chorus_comm_t comm, const chorus_opts_t *opts);
+chorus_status_t chorus_ireduce(const void *sendbuf, void *recvbuf, size_t count,
+                               chorus_dtype_t dtype, chorus_op_t op, int root,
+                               chorus_comm_t comm, const chorus_opts_t *opts,
+                               chorus_request_t *req_p);
+
+/*
+ * Block j of rank i's sendbuf (count elements each) lands in block i of rank
+ * j's recvbuf. In place when sendbuf == recvbuf.
+ */
+chorus_status_t chorus_alltoall(const void *sendbuf, void *recvbuf, size_t count,
+                                chorus_dtype_t dtype,
+                                chorus_comm_t comm, const chorus_opts_t *opts);
+chorus_status_t chorus_ialltoall(const void *sendbuf, void *recvbuf, size_t count,
+                                 chorus_dtype_t dtype,
+                                 chorus_comm_t comm, const chorus_opts_t *opts,
+                                 chorus_request_t *req_p);
+
+/* Returns on a rank once every rank has entered the barrier. */
+chorus_status_t chorus_barrier(chorus_comm_t comm, const chorus_opts_t *opts);
+chorus_status_t chorus_ibarrier(chorus_comm_t comm, const chorus_opts_t *opts,
+                                chorus_request_t *req_p);
+
+/* ---- requests ----------------------------------------------------------- */
+
+/* Waits (bounded by the communicator's timeout); returns the operation's status. */
+chorus_status_t chorus_request_wait(chorus_request_t req);
+/* *done_p = 1 when complete; returns the operation's status once done, else CHORUS_OK. */
+chorus_status_t chorus_request_test(chorus_request_t req, int *done_p);
+/* Waits for completion if needed, then releases the request. NULL is allowed. */
+chorus_status_t chorus_request_free(chorus_request_t req);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CHORUS_H */

@@ -1,0 +1,143 @@
+/*
+ * Collectives as schedules. An algorithm is a pure builder: from the call's
+ * arguments and this rank's position it appends steps (send, receive,
+ * reduce, copy) to a schedule, each naming the earlier steps it waits for.
+ * One generic executor (schedule.c) runs any schedule over the transport
+ * interface, so pipelining falls out of the dependencies: chunk k+1 is on
+ * the wire while chunk k is reduced.
+ */
+#ifndef CHORUS_COLL_H
+#define CHORUS_COLL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "chorus.h"
+#include "transports/base/transport.h"
+
+typedef enum {
+    COLL_ALLREDUCE = 0,
+    COLL_ALLGATHER,
+    COLL_BROADCAST,
+    COLL_REDUCE_SCATTER,
+    COLL_REDUCE,
+    COLL_ALLTOALL,
+    COLL_BARRIER,
+    COLL_TYPE_COUNT
+} coll_type_t;
+
+const char *coll_type_name(coll_type_t coll);
+/* COLL_TYPE_COUNT when name is unknown. */
+coll_type_t coll_type_from_name(const char *name);
+
+/*
+ * One call, as the algorithms see it. count follows the public API: the
+ * element count per rank for allgather (sendcount), reduce_scatter
+ * (recvcount) and alltoall (per peer), the whole vector otherwise.
+ */
+typedef struct {
+    coll_type_t coll;
+    const void *sendbuf;
+    void *recvbuf;
+    size_t count;
+    chorus_dtype_t dtype;
+    chorus_op_t op;
+    int root;
+    int rank;
+    int size;
+    size_t chunk_bytes;     /* pipeline chunk (CHORUS_CHUNK_SIZE) */
+} coll_args_t;
+
+typedef enum {
+    COLL_STEP_SEND = 0,     /* send bytes at src to peer with tag */
+    COLL_STEP_RECV,         /* receive exactly bytes into dst from peer with tag */
+    COLL_STEP_REDUCE,       /* dst = src op src2, bytes / dtype size elements */
+    COLL_STEP_COPY,         /* memcpy(dst, src, bytes); no-op when dst == src */
+    COLL_STEP_FINALIZE      /* chorus__reduce_finalize(dst, bytes / esize, nranks): AVG's division */
+} coll_step_kind_t;
+
+#define COLL_STEP_MAX_DEPS 4
+
+typedef struct {
+    uint8_t kind;
+    uint8_t ndeps;
+    uint8_t state;          /* executor's: 0 waiting, 1 posted, 2 done */
+    int32_t peer;
+    uint32_t tag;           /* algorithm's tag; the executor adds the call's sequence number */
+    uint32_t deps[COLL_STEP_MAX_DEPS];  /* indices of earlier steps */
+    void *dst;
+    const void *src;
+    const void *src2;
+    size_t bytes;
+    tl_req_t req;
+} coll_step_t;
+
+typedef struct {
+    coll_step_t *steps;
+    size_t nsteps;
+    size_t capacity;
+    void **scratch;         /* allocations freed with the schedule */
+    size_t nscratch;
+    chorus_dtype_t dtype;
+    chorus_op_t op;
+    int nranks;             /* for FINALIZE */
+    /* executor state */
+    size_t first_pending;
+    chorus_status_t status;
+    int failed_peer;        /* peer of the step that failed, or -1 */
+} coll_sched_t;
+
+#define COLL_NO_DEP UINT32_MAX
+
+void coll_sched_init(coll_sched_t *sched, chorus_dtype_t dtype, chorus_op_t op, int nranks);
+void coll_sched_finalize(coll_sched_t *sched);
+/* Scratch memory owned by the schedule (NULL on failure). */
+void *coll_sched_alloc(coll_sched_t *sched, size_t bytes);
+
+/*
+ * Append a step; returns its index, or -1 when out of memory. deps is an
+ * array of ndeps earlier indices; COLL_NO_DEP entries and negative ndeps
+ * are ignored.
+ */
+long coll_sched_send(coll_sched_t *s, int peer, uint32_t tag, const void *src, size_t bytes,
+                     const long *deps, int ndeps);
+long coll_sched_recv(coll_sched_t *s, int peer, uint32_t tag, void *dst, size_t bytes,
+                     const long *deps, int ndeps);
+long coll_sched_reduce(coll_sched_t *s, void *dst, const void *a, const void *b, size_t bytes,
+                       const long *deps, int ndeps);
+long coll_sched_copy(coll_sched_t *s, void *dst, const void *src, size_t bytes,
+                     const long *deps, int ndeps);
+long coll_sched_finalize_op(coll_sched_t *s, void *buf, size_t bytes,
+                            const long *deps, int ndeps);
+
+/*
+ * The executor. tag_base is OR-ed into every algorithm tag (the call's
+ * sequence number in the high 32 bits). Returns 1 when the schedule is
+ * complete, 0 when it is still running, or a negative status when it
+ * failed (sched->failed_peer names the peer when a transfer failed).
+ */
+int coll_sched_progress(coll_sched_t *s, const tl_ops_t *tl, tl_ctx_t *ctx, uint64_t tag_base);
+
+/* An algorithm: a schedule builder for one collective. */
+typedef struct {
+    const char *name;
+    coll_type_t coll;
+    chorus_status_t (*build)(const coll_args_t *args, coll_sched_t *sched);
+} coll_alg_t;
+
+/* Every algorithm, NULL-terminated; coll_alg_find by (collective, name). */
+extern const coll_alg_t *const coll_algs[];
+const coll_alg_t *coll_alg_find(coll_type_t coll, const char *name);
+
+/* The algorithms. */
+extern const coll_alg_t coll_ring_allreduce;
+extern const coll_alg_t coll_rd_allreduce;            /* recursive doubling */
+extern const coll_alg_t coll_rabenseifner_allreduce;  /* reduce-scatter halving + allgather doubling */
+extern const coll_alg_t coll_ring_allgather;
+extern const coll_alg_t coll_ring_reduce_scatter;
+extern const coll_alg_t coll_binomial_broadcast;
+extern const coll_alg_t coll_chain_broadcast;         /* pipelined chain */
+extern const coll_alg_t coll_binomial_reduce;
+extern const coll_alg_t coll_pairwise_alltoall;
+extern const coll_alg_t coll_dissemination_barrier;
+
+#endif
