@@ -1,0 +1,96 @@
+/*
+ * Pairwise alltoall: at step s (1 .. size-1) a rank sends its block for
+ * rank + s and receives the block of rank - s, so every pair meets at the
+ * same step on both sides. A few steps may overlap; more would have every
+ * rank flood every peer at once.
+ *
+ * In place (sendbuf == recvbuf) the send data is first copied to scratch,
+ * because receives overwrite blocks that are still to be sent.
+ */
+#include "coll/coll.h"
+
+#include "coll/ring.h"
+#include "util/log.h"
+
+/* Steps in flight: step s starts once step s - PAIRWISE_DEPTH has completed. */
+#define PAIRWISE_DEPTH 4
+
+static chorus_status_t pairwise_check(const coll_args_t *a, size_t *esize_p)
+{
+    size_t esize = chorus_dtype_size(a->dtype);
+
+    if (esize == 0) {
+        chorus_error("pairwise alltoall: invalid dtype %d", (int)a->dtype);
+        return CHORUS_ERR_INVALID_ARG;
+    }
+    if (a->size < 1 || a->rank < 0 || a->rank >= a->size) {
+        chorus_error("pairwise alltoall: invalid rank %d of size %d", a->rank, a->size);
+        return CHORUS_ERR_INVALID_ARG;
+    }
+    if (a->count > SIZE_MAX / esize / (size_t)a->size) {
+        chorus_error("pairwise alltoall: count %zu x %d ranks overflows", a->count, a->size);
+        return CHORUS_ERR_INVALID_ARG;
+    }
+    *esize_p = esize;
+    return CHORUS_OK;
+}
+
+static chorus_status_t pairwise_steps(const coll_args_t *a, coll_sched_t *sched,
+                                      const char *send, long first)
+{
+    size_t block = a->count * chorus_dtype_size(a->dtype);
+    char *recv = a->recvbuf;
+    long done[PAIRWISE_DEPTH][2];
+
+    for (int i = 0; i < PAIRWISE_DEPTH; i++)
+        done[i][0] = done[i][1] = first;
+    for (int s = 1; s < a->size; s++) {
+        int to = coll_ring_mod((long)a->rank + s, a->size);
+        int from = coll_ring_mod((long)a->rank - s, a->size);
+        long *slot = done[s % PAIRWISE_DEPTH];
+        long snd = coll_sched_send(sched, to, (uint32_t)s, send + (size_t)to * block, block,
+                                   slot, 2);
+        long rcv = coll_sched_recv(sched, from, (uint32_t)s, recv + (size_t)from * block, block,
+                                   slot, 2);
+        if (snd < 0 || rcv < 0)
+            return CHORUS_ERR_NO_MEMORY;
+        slot[0] = snd;
+        slot[1] = rcv;
+    }
+    return CHORUS_OK;
+}
+
+static chorus_status_t pairwise_alltoall_build(const coll_args_t *args, coll_sched_t *sched)
+{
+    size_t esize, block, total;
+    const char *send = args->sendbuf;
+    long first = -1;
+    chorus_status_t status = pairwise_check(args, &esize);
+
+    if (status != CHORUS_OK || args->count == 0)
+        return status;
+    block = args->count * esize;
+    total = block * (size_t)args->size;
+    if (args->sendbuf == args->recvbuf) {
+        char *copy;
+        if (args->size == 1)
+            return CHORUS_OK;
+        copy = coll_sched_alloc(sched, total);
+        if (copy == NULL)
+            return CHORUS_ERR_NO_MEMORY;
+        first = coll_sched_copy(sched, copy, args->sendbuf, total, NULL, 0);
+        if (first < 0)
+            return CHORUS_ERR_NO_MEMORY;
+        send = copy;
+    } else if (coll_sched_copy(sched, (char *)args->recvbuf + (size_t)args->rank * block,
+                               send + (size_t)args->rank * block, block, NULL, 0) < 0) {
+        return CHORUS_ERR_NO_MEMORY;
+    }
+    return pairwise_steps(args, sched, send, first);
+}
+
+const coll_alg_t coll_pairwise_alltoall = {
+    .name = "pairwise",
+    .coll = COLL_ALLTOALL,
+    .build = pairwise_alltoall_build,
+};

@@ -1,0 +1,227 @@
+/*
+ * Ring allreduce: a ring reduce-scatter followed by a ring allgather, each
+ * block cut into pipeline chunks. Steps are appended ring step by ring
+ * step, chunk by chunk, so chunk k+1 travels while chunk k is reduced.
+ *
+ * Reduce-scatter: a received chunk lands in one of a few scratch slots and
+ * is reduced with this rank's own data straight into recvbuf, which then
+ * holds the partial that the next ring step sends. The owned block (block
+ * rank) is finalized (AVG's division) before the allgather passes it on,
+ * so every element is divided exactly once. Allgather receives go straight
+ * into recvbuf.
+ */
+#include "coll/coll.h"
+
+#include <stdlib.h>
+
+#include "coll/ring.h"
+#include "util/log.h"
+
+#define RING_AR_SLOTS 4
+
+typedef struct {
+    const coll_args_t *args;
+    coll_sched_t *sched;
+    size_t esize;
+    size_t chunk;           /* elements per chunk */
+    size_t nchunks;         /* chunks of the largest block: the tag stride */
+    char *send;             /* sendbuf (== recv when in place) */
+    char *recv;
+    char *slots;            /* RING_AR_SLOTS chunk-sized receive buffers */
+    long slot_user[RING_AR_SLOTS];  /* last step that read each slot */
+    long slot_next;
+    long *prev;             /* per chunk: last step producing that chunk of the block in hand */
+    long *rs_send;          /* per (step, chunk): reduce-scatter sends, read by allgather receives */
+} ring_ar_t;
+
+static size_t chunk_len(size_t n, size_t chunk, size_t c)
+{
+    size_t left = n - c * chunk;
+    return left < chunk ? left : chunk;
+}
+
+/* Reduce-scatter ring step s. Returns CHORUS_OK or a negative status. */
+static chorus_status_t ring_ar_rs_step(ring_ar_t *st, int s)
+{
+    const coll_args_t *a = st->args;
+    int right = coll_ring_right(a->rank, a->size), left = coll_ring_left(a->rank, a->size);
+    int sb = coll_ring_rs_send_block(a->rank, a->size, s);
+    int rb = coll_ring_rs_recv_block(a->rank, a->size, s);
+    size_t sn = coll_ring_block_count(a->count, a->size, sb);
+    size_t rn = coll_ring_block_count(a->count, a->size, rb);
+    size_t soff = coll_ring_block_offset(a->count, a->size, sb) * st->esize;
+    size_t roff = coll_ring_block_offset(a->count, a->size, rb) * st->esize;
+    /* The first step sends this rank's own data; later ones the partial in recvbuf. */
+    const char *sbase = (s == 0 ? st->send : st->recv) + soff;
+    size_t nc = coll_chunk_count(sn > rn ? sn : rn, st->chunk);
+    uint32_t tag = (uint32_t)((size_t)s * st->nchunks);
+
+    for (size_t c = 0; c < nc; c++) {
+        size_t off = c * st->chunk * st->esize;
+        long idx;
+
+        if (c * st->chunk < sn) {
+            size_t bytes = chunk_len(sn, st->chunk, c) * st->esize;
+            idx = coll_sched_send(st->sched, right, tag + (uint32_t)c, sbase + off, bytes,
+                                  &st->prev[c], s == 0 ? 0 : 1);
+            if (idx < 0)
+                return CHORUS_ERR_NO_MEMORY;
+            st->rs_send[(size_t)s * st->nchunks + c] = idx;
+        }
+        if (c * st->chunk < rn) {
+            size_t bytes = chunk_len(rn, st->chunk, c) * st->esize;
+            int slot = (int)(st->slot_next++ % RING_AR_SLOTS);
+            char *buf = st->slots + (size_t)slot * st->chunk * st->esize;
+            long r = coll_sched_recv(st->sched, left, tag + (uint32_t)c, buf, bytes,
+                                     &st->slot_user[slot], 1);
+            if (r < 0)
+                return CHORUS_ERR_NO_MEMORY;
+            idx = coll_sched_reduce(st->sched, st->recv + roff + off, buf,
+                                    st->send + roff + off, bytes, &r, 1);
+            if (idx < 0)
+                return CHORUS_ERR_NO_MEMORY;
+            st->slot_user[slot] = idx;
+            st->prev[c] = idx;
+        }
+    }
+    return CHORUS_OK;
+}
+
+/* AVG: divide the owned block once, chunk by chunk, before the allgather sends it. */
+static chorus_status_t ring_ar_finalize(ring_ar_t *st)
+{
+    const coll_args_t *a = st->args;
+    size_t n = coll_ring_block_count(a->count, a->size, a->rank);
+    char *base = st->recv + coll_ring_block_offset(a->count, a->size, a->rank) * st->esize;
+
+    if (a->op != CHORUS_AVG)
+        return CHORUS_OK;
+    for (size_t c = 0; c * st->chunk < n; c++) {
+        long idx = coll_sched_finalize_op(st->sched, base + c * st->chunk * st->esize,
+                                          chunk_len(n, st->chunk, c) * st->esize,
+                                          &st->prev[c], 1);
+        if (idx < 0)
+            return CHORUS_ERR_NO_MEMORY;
+        st->prev[c] = idx;
+    }
+    return CHORUS_OK;
+}
+
+/* Allgather ring step s: forward the block in hand, receive the next into recvbuf. */
+static chorus_status_t ring_ar_ag_step(ring_ar_t *st, int s)
+{
+    const coll_args_t *a = st->args;
+    int right = coll_ring_right(a->rank, a->size), left = coll_ring_left(a->rank, a->size);
+    int sb = coll_ring_ag_send_block(a->rank, a->size, s);
+    int rb = coll_ring_ag_recv_block(a->rank, a->size, s);
+    size_t sn = coll_ring_block_count(a->count, a->size, sb);
+    size_t rn = coll_ring_block_count(a->count, a->size, rb);
+    char *sbase = st->recv + coll_ring_block_offset(a->count, a->size, sb) * st->esize;
+    char *rbase = st->recv + coll_ring_block_offset(a->count, a->size, rb) * st->esize;
+    size_t nc = coll_chunk_count(sn > rn ? sn : rn, st->chunk);
+    uint32_t tag = (uint32_t)((size_t)(a->size - 1 + s) * st->nchunks);
+
+    for (size_t c = 0; c < nc; c++) {
+        size_t off = c * st->chunk * st->esize;
+
+        if (c * st->chunk < sn) {
+            long idx = coll_sched_send(st->sched, right, tag + (uint32_t)c, sbase + off,
+                                       chunk_len(sn, st->chunk, c) * st->esize,
+                                       &st->prev[c], 1);
+            if (idx < 0)
+                return CHORUS_ERR_NO_MEMORY;
+        }
+        if (c * st->chunk < rn) {
+            /*
+             * Block rb was sent by reduce-scatter step s (from recvbuf, or
+             * from sendbuf == recvbuf in place): overwrite it only after.
+             */
+            long dep = st->rs_send[(size_t)s * st->nchunks + c];
+            long idx = coll_sched_recv(st->sched, left, tag + (uint32_t)c, rbase + off,
+                                       chunk_len(rn, st->chunk, c) * st->esize, &dep, 1);
+            if (idx < 0)
+                return CHORUS_ERR_NO_MEMORY;
+            st->prev[c] = idx;
+        }
+    }
+    return CHORUS_OK;
+}
+
+static chorus_status_t ring_ar_check(const coll_args_t *a, size_t *esize_p)
+{
+    size_t esize = chorus_dtype_size(a->dtype);
+
+    if (esize == 0 || (unsigned)a->op >= CHORUS_OP_COUNT) {
+        chorus_error("ring allreduce: invalid dtype %d or op %d", (int)a->dtype, (int)a->op);
+        return CHORUS_ERR_INVALID_ARG;
+    }
+    if (a->size < 1 || a->rank < 0 || a->rank >= a->size) {
+        chorus_error("ring allreduce: invalid rank %d of size %d", a->rank, a->size);
+        return CHORUS_ERR_INVALID_ARG;
+    }
+    if (a->count > SIZE_MAX / esize) {
+        chorus_error("ring allreduce: count %zu overflows", a->count);
+        return CHORUS_ERR_INVALID_ARG;
+    }
+    *esize_p = esize;
+    return CHORUS_OK;
+}
+
+static chorus_status_t ring_ar_phases(ring_ar_t *st)
+{
+    chorus_status_t status = CHORUS_OK;
+
+    for (int s = 0; s < st->args->size - 1 && status == CHORUS_OK; s++)
+        status = ring_ar_rs_step(st, s);
+    if (status == CHORUS_OK)
+        status = ring_ar_finalize(st);
+    for (int s = 0; s < st->args->size - 1 && status == CHORUS_OK; s++)
+        status = ring_ar_ag_step(st, s);
+    return status;
+}
+
+static chorus_status_t ring_allreduce_build(const coll_args_t *args, coll_sched_t *sched)
+{
+    ring_ar_t st = {.args = args, .sched = sched};
+    size_t max_block;
+    chorus_status_t status = ring_ar_check(args, &st.esize);
+
+    if (status != CHORUS_OK)
+        return status;
+    st.send = (char *)args->sendbuf;
+    st.recv = args->recvbuf;
+    if (args->count == 0)
+        return CHORUS_OK;
+    if (args->size == 1) {
+        /* One rank: AVG divides by one, so the result is the input. */
+        return coll_sched_copy(sched, st.recv, st.send, args->count * st.esize, NULL, 0) < 0
+                   ? CHORUS_ERR_NO_MEMORY : CHORUS_OK;
+    }
+    max_block = coll_ring_block_count(args->count, args->size, 0);
+    st.chunk = coll_chunk_elems(args->chunk_bytes, st.esize, max_block, 2L * (args->size - 1));
+    st.nchunks = coll_chunk_count(max_block, st.chunk);
+    st.slots = coll_sched_alloc(sched, RING_AR_SLOTS * st.chunk * st.esize);
+    st.prev = malloc(st.nchunks * sizeof(*st.prev));
+    st.rs_send = malloc((size_t)(args->size - 1) * st.nchunks * sizeof(*st.rs_send));
+    if (st.slots == NULL || st.prev == NULL || st.rs_send == NULL) {
+        status = CHORUS_ERR_NO_MEMORY;
+        goto out;
+    }
+    for (int i = 0; i < RING_AR_SLOTS; i++)
+        st.slot_user[i] = -1;
+    for (size_t c = 0; c < st.nchunks; c++)
+        st.prev[c] = -1;
+    for (size_t i = 0; i < (size_t)(args->size - 1) * st.nchunks; i++)
+        st.rs_send[i] = -1;
+    status = ring_ar_phases(&st);
+out:
+    free(st.prev);
+    free(st.rs_send);
+    return status;
+}
+
+const coll_alg_t coll_ring_allreduce = {
+    .name = "ring",
+    .coll = COLL_ALLREDUCE,
+    .build = ring_allreduce_build,
+};

@@ -1,0 +1,344 @@
+/*
+ * Schedules and their executor. A schedule is an array of steps whose
+ * dependencies point backwards; the executor starts every step whose
+ * dependencies are done, within a bounded window past the first
+ * incomplete step, so a call costs O(window) however long the schedule.
+ *
+ * The executor never calls tl->progress: the caller (the communicator's
+ * progress loop) drives the transport, then calls coll_sched_progress for
+ * each running schedule.
+ */
+#include "coll/coll.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "reduce/reduce.h"
+#include "util/log.h"
+
+/* Steps scanned past the first incomplete one per pass. */
+#define COLL_SCHED_WINDOW 512
+#define COLL_SCHED_MIN_CAPACITY 16
+
+enum { STEP_WAITING = 0, STEP_POSTED = 1, STEP_DONE = 2 };
+
+void coll_sched_init(coll_sched_t *sched, chorus_dtype_t dtype, chorus_op_t op, int nranks)
+{
+    memset(sched, 0, sizeof(*sched));
+    sched->dtype = dtype;
+    sched->op = op;
+    sched->nranks = nranks;
+    sched->status = CHORUS_OK;
+    sched->failed_peer = -1;
+}
+
+/* 1 when some step is posted to the transport and not yet completed by it. */
+static int sched_has_inflight(const coll_sched_t *s)
+{
+    size_t end = s->first_pending + COLL_SCHED_WINDOW;
+
+    if (end > s->nsteps)
+        end = s->nsteps;
+    for (size_t i = s->first_pending; i < end; i++) {
+        if (s->steps[i].state == STEP_POSTED && !s->steps[i].req.done)
+            return 1;
+    }
+    return 0;
+}
+
+void coll_sched_finalize(coll_sched_t *sched)
+{
+    if (sched->steps != NULL && sched_has_inflight(sched)) {
+        /*
+         * The transport still holds requests pointing into this schedule
+         * (there is no cancel): freeing would let it write into freed
+         * memory. Leak instead; the caller should fail_all first.
+         */
+        chorus_error("schedule finalized with transfers in flight; leaking %zu steps",
+                     sched->nsteps);
+        memset(sched, 0, sizeof(*sched));
+        return;
+    }
+    for (size_t i = 0; i < sched->nscratch; i++)
+        free(sched->scratch[i]);
+    free(sched->scratch);
+    free(sched->steps);
+    memset(sched, 0, sizeof(*sched));
+    sched->failed_peer = -1;
+}
+
+void *coll_sched_alloc(coll_sched_t *sched, size_t bytes)
+{
+    void **list;
+    void *mem;
+
+    list = realloc(sched->scratch, (sched->nscratch + 1) * sizeof(*list));
+    if (list == NULL)
+        return NULL;
+    sched->scratch = list;
+    mem = malloc(bytes > 0 ? bytes : 1);
+    if (mem == NULL)
+        return NULL;
+    sched->scratch[sched->nscratch++] = mem;
+    return mem;
+}
+
+/*
+ * Reserve and fill the common part of a new step. Steps may only be added
+ * before execution starts: the transport holds pointers to the requests
+ * inside the array, which growing it would move.
+ */
+static long sched_append(coll_sched_t *s, coll_step_kind_t kind, const long *deps, int ndeps)
+{
+    coll_step_t *step;
+    long index = (long)s->nsteps;
+
+    if (s->nsteps > 0 && (s->first_pending > 0 || s->steps[0].state != STEP_WAITING)) {
+        chorus_error("step appended to a running schedule");
+        return -1;
+    }
+    if (s->nsteps >= UINT32_MAX - 1) {
+        chorus_error("schedule too long (%zu steps)", s->nsteps);
+        return -1;
+    }
+    if (s->nsteps == s->capacity) {
+        size_t cap = s->capacity ? s->capacity * 2 : COLL_SCHED_MIN_CAPACITY;
+        coll_step_t *grown = realloc(s->steps, cap * sizeof(*grown));
+        if (grown == NULL)
+            return -1;
+        s->steps = grown;
+        s->capacity = cap;
+    }
+    step = &s->steps[s->nsteps];
+    memset(step, 0, sizeof(*step));
+    step->kind = (uint8_t)kind;
+    step->peer = -1;
+    for (int d = 0; d < ndeps; d++) {
+        long dep = deps[d];
+        /* Negative entries (an unset "previous step") and COLL_NO_DEP mean none. */
+        if (dep < 0 || dep == (long)COLL_NO_DEP)
+            continue;
+        if (dep >= index) {
+            chorus_error("step %ld depends on later step %ld", index, dep);
+            return -1;
+        }
+        if (step->ndeps == COLL_STEP_MAX_DEPS) {
+            chorus_error("step %ld has more than %d dependencies", index, COLL_STEP_MAX_DEPS);
+            return -1;
+        }
+        step->deps[step->ndeps++] = (uint32_t)dep;
+    }
+    s->nsteps++;
+    return index;
+}
+
+long coll_sched_send(coll_sched_t *s, int peer, uint32_t tag, const void *src, size_t bytes,
+                     const long *deps, int ndeps)
+{
+    long i = sched_append(s, COLL_STEP_SEND, deps, ndeps);
+
+    if (i >= 0) {
+        s->steps[i].peer = peer;
+        s->steps[i].tag = tag;
+        s->steps[i].src = src;
+        s->steps[i].bytes = bytes;
+    }
+    return i;
+}
+
+long coll_sched_recv(coll_sched_t *s, int peer, uint32_t tag, void *dst, size_t bytes,
+                     const long *deps, int ndeps)
+{
+    long i = sched_append(s, COLL_STEP_RECV, deps, ndeps);
+
+    if (i >= 0) {
+        s->steps[i].peer = peer;
+        s->steps[i].tag = tag;
+        s->steps[i].dst = dst;
+        s->steps[i].bytes = bytes;
+    }
+    return i;
+}
+
+long coll_sched_reduce(coll_sched_t *s, void *dst, const void *a, const void *b, size_t bytes,
+                       const long *deps, int ndeps)
+{
+    long i = sched_append(s, COLL_STEP_REDUCE, deps, ndeps);
+
+    if (i >= 0) {
+        s->steps[i].dst = dst;
+        s->steps[i].src = a;
+        s->steps[i].src2 = b;
+        s->steps[i].bytes = bytes;
+    }
+    return i;
+}
+
+long coll_sched_copy(coll_sched_t *s, void *dst, const void *src, size_t bytes,
+                     const long *deps, int ndeps)
+{
+    long i = sched_append(s, COLL_STEP_COPY, deps, ndeps);
+
+    if (i >= 0) {
+        s->steps[i].dst = dst;
+        s->steps[i].src = src;
+        s->steps[i].bytes = bytes;
+    }
+    return i;
+}
+
+long coll_sched_finalize_op(coll_sched_t *s, void *buf, size_t bytes,
+                            const long *deps, int ndeps)
+{
+    long i = sched_append(s, COLL_STEP_FINALIZE, deps, ndeps);
+
+    if (i >= 0) {
+        s->steps[i].dst = buf;
+        s->steps[i].bytes = bytes;
+    }
+    return i;
+}
+
+/* ---- executor ----------------------------------------------------------- */
+
+static int sched_fail(coll_sched_t *s, chorus_status_t status, int peer)
+{
+    if (s->status == CHORUS_OK) {
+        s->status = status;
+        s->failed_peer = peer;
+        chorus_debug("schedule failed with status %d (peer %d)", (int)status, peer);
+    }
+    return status;
+}
+
+static int step_deps_done(const coll_sched_t *s, const coll_step_t *step)
+{
+    for (int d = 0; d < step->ndeps; d++) {
+        uint32_t dep = step->deps[d];
+        if (dep >= s->first_pending && s->steps[dep].state != STEP_DONE)
+            return 0;
+    }
+    return 1;
+}
+
+/* A posted transfer whose request is done: check it. Returns 0 or a negative status. */
+static int step_complete_transfer(coll_sched_t *s, coll_step_t *step)
+{
+    if (step->req.status != CHORUS_OK)
+        return sched_fail(s, step->req.status, step->peer);
+    if (step->kind == COLL_STEP_RECV && step->req.length != step->bytes) {
+        chorus_error("received %zu bytes from peer %d, expected %zu (tag %u)",
+                     step->req.length, step->peer, step->bytes, step->tag);
+        return sched_fail(s, step->req.length > step->bytes ? CHORUS_ERR_TRUNCATED
+                                                            : CHORUS_ERR_PROTOCOL,
+                          step->peer);
+    }
+    step->state = STEP_DONE;
+    return 0;
+}
+
+static int step_run_local(coll_sched_t *s, coll_step_t *step)
+{
+    size_t esize = chorus_dtype_size(s->dtype);
+
+    switch (step->kind) {
+    case COLL_STEP_REDUCE: {
+        chorus__reduce_fn fn = chorus__reduce_kernel(s->dtype, s->op);
+        if (fn == NULL || esize == 0)
+            return sched_fail(s, CHORUS_ERR_INVALID_ARG, -1);
+        if (step->bytes > 0)
+            fn(step->dst, step->src, step->src2, step->bytes / esize);
+        break;
+    }
+    case COLL_STEP_COPY:
+        if (step->bytes > 0 && step->dst != step->src)
+            memmove(step->dst, step->src, step->bytes);
+        break;
+    case COLL_STEP_FINALIZE:
+        if (esize == 0)
+            return sched_fail(s, CHORUS_ERR_INVALID_ARG, -1);
+        if (step->bytes > 0)
+            chorus__reduce_finalize(s->dtype, s->op, step->dst, step->bytes / esize,
+                                    s->nranks);
+        break;
+    default:
+        return sched_fail(s, CHORUS_ERR_INTERNAL, -1);
+    }
+    step->state = STEP_DONE;
+    return 0;
+}
+
+/* Start a step whose dependencies are done. Returns 0 or a negative status. */
+static int step_start(coll_sched_t *s, coll_step_t *step, const tl_ops_t *tl, tl_ctx_t *ctx,
+                      uint64_t tag_base)
+{
+    chorus_status_t st;
+
+    if (step->kind != COLL_STEP_SEND && step->kind != COLL_STEP_RECV)
+        return step_run_local(s, step);
+    /* Both sides build the same sizes, so neither posts an empty transfer. */
+    if (step->bytes == 0) {
+        step->state = STEP_DONE;
+        return 0;
+    }
+    memset(&step->req, 0, sizeof(step->req));
+    if (step->kind == COLL_STEP_SEND)
+        st = tl->send_nb(ctx, step->peer, step->src, step->bytes, tag_base | step->tag,
+                         &step->req);
+    else
+        st = tl->recv_nb(ctx, step->peer, step->dst, step->bytes, tag_base | step->tag,
+                         &step->req);
+    if (st != CHORUS_OK)
+        return sched_fail(s, st, step->peer);
+    step->state = STEP_POSTED;
+    if (step->req.done)
+        return step_complete_transfer(s, step);
+    return 0;
+}
+
+/* One pass over the window. Returns 1 when a step moved, 0 when none, or a negative status. */
+static int sched_pass(coll_sched_t *s, const tl_ops_t *tl, tl_ctx_t *ctx, uint64_t tag_base)
+{
+    size_t end;
+    int moved = 0;
+    int rc;
+
+    while (s->first_pending < s->nsteps && s->steps[s->first_pending].state == STEP_DONE)
+        s->first_pending++;
+    end = s->first_pending + COLL_SCHED_WINDOW;
+    if (end > s->nsteps)
+        end = s->nsteps;
+    for (size_t i = s->first_pending; i < end; i++) {
+        coll_step_t *step = &s->steps[i];
+
+        if (step->state == STEP_DONE)
+            continue;
+        if (step->state == STEP_POSTED) {
+            if (!step->req.done)
+                continue;
+            rc = step_complete_transfer(s, step);
+        } else {
+            if (!step_deps_done(s, step))
+                continue;
+            rc = step_start(s, step, tl, ctx, tag_base);
+        }
+        if (rc < 0)
+            return rc;
+        moved = 1;
+    }
+    return moved;
+}
+
+int coll_sched_progress(coll_sched_t *s, const tl_ops_t *tl, tl_ctx_t *ctx, uint64_t tag_base)
+{
+    int rc;
+
+    if (s->status != CHORUS_OK)
+        return s->status;
+    do {
+        rc = sched_pass(s, tl, ctx, tag_base);
+        if (rc < 0)
+            return rc;
+    } while (rc > 0);
+    return s->first_pending == s->nsteps ? 1 : 0;
+}
