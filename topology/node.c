@@ -1,0 +1,110 @@
+/* Node identity and the ranks that share it. */
+#include "topology/node.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util/log.h"
+
+#define NODE_HOST_MAX 64    /* Linux's HOST_NAME_MAX */
+#define NODE_BOOT_MAX 48    /* a boot id is a 36-character UUID */
+#define NODE_BOOT_ID_PATH "/proc/sys/kernel/random/boot_id"
+
+static int node_char_ok(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
+           || c == '.' || c == '_' || c == '-';
+}
+
+/* Copy at most max characters of src to dst, sanitized; returns the count. */
+static size_t node_copy(char *dst, const char *src, size_t max)
+{
+    size_t n = 0;
+
+    for (; src[n] != '\0' && n < max; n++)
+        dst[n] = node_char_ok(src[n]) ? src[n] : '_';
+    return n;
+}
+
+/*
+ * A host name alone is not unique (cloned virtual machines, containers
+ * named alike), and the boot id alone is shared by containers on one
+ * kernel that may not share memory. Together they name one machine
+ * instance; ':' cannot occur in either sanitized part.
+ */
+void chorus__node_identity_format(const char *host, const char *boot_id, char *out)
+{
+    size_t n = node_copy(out, host && *host ? host : "unknown", NODE_HOST_MAX);
+
+    if (boot_id != NULL && *boot_id != '\0') {
+        out[n++] = ':';
+        n += node_copy(out + n, boot_id, NODE_BOOT_MAX);
+    }
+    out[n] = '\0';
+}
+
+/* The boot id without its newline, or "" when it cannot be read. */
+static void node_read_boot_id(char *buf, size_t len)
+{
+    FILE *f = fopen(NODE_BOOT_ID_PATH, "re");
+
+    buf[0] = '\0';
+    if (f == NULL) {
+        chorus_debug("cannot open %s: %m; the node identity is the host name alone",
+                     NODE_BOOT_ID_PATH);
+        return;
+    }
+    if (fgets(buf, (int)len, f) == NULL)
+        buf[0] = '\0';
+    fclose(f);
+    buf[strcspn(buf, "\r\n")] = '\0';
+}
+
+chorus_status_t chorus__node_identity(char *out, size_t len)
+{
+    char host[NODE_HOST_MAX + 2];
+    char boot_id[NODE_BOOT_MAX + 2];
+
+    if (out == NULL || len < CHORUS_NODE_ID_MAX) {
+        chorus_error("node identity needs a buffer of %d bytes, got %zu",
+                     CHORUS_NODE_ID_MAX, out ? len : 0);
+        return CHORUS_ERR_INVALID_ARG;
+    }
+    if (gethostname(host, sizeof(host)) != 0 && errno != ENAMETOOLONG) {
+        chorus_error("gethostname failed: %m");
+        return CHORUS_ERR_SYSTEM;
+    }
+    /* A truncated name need not be terminated. */
+    host[sizeof(host) - 1] = '\0';
+    node_read_boot_id(boot_id, sizeof(boot_id));
+    chorus__node_identity_format(host, boot_id, out);
+    return CHORUS_OK;
+}
+
+chorus_status_t chorus__local_ranks(const char *const *ids, int size, int rank,
+                                    int *local_rank_p, int *local_size_p)
+{
+    int local_rank = 0, local_size = 0;
+
+    if (ids == NULL || size < 1 || rank < 0 || rank >= size) {
+        chorus_error("invalid arguments for local ranks: rank %d of size %d", rank, size);
+        return CHORUS_ERR_INVALID_ARG;
+    }
+    for (int i = 0; i < size; i++) {
+        if (ids[i] == NULL) {
+            chorus_error("rank %d has no node identity", i);
+            return CHORUS_ERR_INVALID_ARG;
+        }
+    }
+    for (int i = 0; i < size; i++) {
+        if (strcmp(ids[i], ids[rank]) != 0)
+            continue;
+        local_rank += i < rank;
+        local_size++;
+    }
+    *local_rank_p = local_rank;
+    *local_size_p = local_size;
+    return CHORUS_OK;
+}

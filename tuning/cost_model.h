@@ -1,0 +1,70 @@
+/*
+ * Cost model for algorithm selection: alpha-beta-gamma estimates of each
+ * algorithm's time as a function of the message size and the rank count.
+ *
+ *   alpha  seconds per message (latency of one send/receive pair)
+ *   beta   seconds per byte on the wire
+ *   gamma  seconds per byte reduced
+ *
+ * tuning/ sits below src/coll, so it names collectives with its own enum
+ * (same order as coll_type_t) and algorithms by the names the algorithm
+ * entries carry ("ring", "rd", ...).
+ */
+#ifndef CHORUS_TUNING_COST_MODEL_H
+#define CHORUS_TUNING_COST_MODEL_H
+
+#include <stddef.h>
+
+/* Mirrors coll_type_t: TUNE_COLL_X == COLL_X for every collective. */
+typedef enum {
+    TUNE_COLL_ALLREDUCE = 0,
+    TUNE_COLL_ALLGATHER,
+    TUNE_COLL_BROADCAST,
+    TUNE_COLL_REDUCE_SCATTER,
+    TUNE_COLL_REDUCE,
+    TUNE_COLL_ALLTOALL,
+    TUNE_COLL_BARRIER,
+    TUNE_COLL_COUNT
+} tune_coll_t;
+
+/* Most candidate algorithms of any one collective. */
+#define TUNE_ALGS_MAX 3
+
+/* Defaults: TCP over loopback. */
+#define TUNE_DEFAULT_ALPHA       30e-6            /* 30 us per message */
+#define TUNE_DEFAULT_BETA        (1.0 / 2e9)      /* 2 GB/s on the wire */
+#define TUNE_DEFAULT_GAMMA       (1.0 / 4e9)      /* 4 GB/s reduced */
+#define TUNE_DEFAULT_CHUNK_BYTES ((size_t)256 << 10) /* CHORUS_CHUNK_SIZE's default */
+
+typedef struct {
+    double alpha;           /* seconds per message */
+    double beta;            /* seconds per byte sent */
+    double gamma;           /* seconds per byte reduced */
+    size_t chunk_bytes;     /* pipeline chunk of the chain broadcast; 0: no pipelining */
+} tune_model_t;
+
+void tune_model_default(tune_model_t *model_p);
+
+/* "allreduce", "reduce_scatter", ...; NULL when out of range. */
+const char *tune_coll_name(tune_coll_t coll);
+/* TUNE_COLL_COUNT when name is not a collective (case-insensitive). */
+tune_coll_t tune_coll_from_name(const char *name);
+
+/* Candidates of coll, in order of preference; 0 when coll is out of range. */
+int tune_coll_nalgs(tune_coll_t coll);
+/* Name of candidate i of coll; NULL when out of range. */
+const char *tune_coll_alg(tune_coll_t coll, int i);
+/* Index of the candidate called name (case-insensitive), or -1. */
+int tune_alg_index(tune_coll_t coll, const char *name);
+
+/*
+ * Estimated seconds for candidate alg of coll moving bytes on p ranks.
+ * bytes is the whole vector, as in nccl-tests' sizes: the vector reduced or
+ * broadcast; the gathered result of allgather; the input of
+ * reduce_scatter; one rank's send buffer (all peers' blocks) of alltoall;
+ * ignored by barrier. Returns a negative value when coll or alg is out of
+ * range or p < 1.
+ */
+double tune_cost(const tune_model_t *model, tune_coll_t coll, int alg, size_t bytes, int p);
+
+#endif
