@@ -1,0 +1,1095 @@
+/*
+ * Bootstrap rendezvous store and client; the wire format is described in
+ * bootstrap.h. The store is one thread polling every connection, so a slow,
+ * idle or hostile peer delays nobody: each unauthenticated connection has its
+ * own short deadline, their number is capped, and every length is checked
+ * against a fixed bound before a byte of payload is read.
+ */
+#include "core/bootstrap.h"
+
+#include <errno.h>
+#include <math.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util/log.h"
+#include "util/sha256.h"
+#include "util/sock.h"
+#include "util/time.h"
+
+#define BOOT_MAC        CHORUS_SHA256_BYTES
+#define BOOT_HELLO_LEN  CHORUS_BOOT_NONCE
+#define BOOT_CHAL_LEN   (CHORUS_BOOT_NONCE + BOOT_MAC)
+#define BOOT_JOIN_MIN   (BOOT_MAC + 8)
+#define BOOT_JOIN_MAX   (BOOT_JOIN_MIN + CHORUS_BOOT_BLOB_MAX)
+#define BOOT_RESULT_HDR (32 + BOOT_MAC)   /* wrapped key and MAC, before the blobs */
+#define BOOT_LABEL_MAX  32
+
+/* Connections that have not proved the secret yet; more wait in the listen backlog. */
+#define STORE_UNAUTH_MAX 256
+/* Bounds of the time an unauthenticated connection may hold a slot. */
+#define STORE_AUTH_MIN_S 1.0
+#define STORE_AUTH_MAX_S 5.0
+/* Pause before accepting again after accept() itself failed (e.g. out of descriptors). */
+#define STORE_ACCEPT_PAUSE_S 0.1
+
+/* ---- Encoding and MACs shared by both sides ---------------------------------------- */
+
+static void put_u32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24);
+    p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+
+static uint32_t get_u32(const uint8_t *p)
+{
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+static void boot_header(uint8_t *p, unsigned type, uint32_t len)
+{
+    put_u32(p, CHORUS_BOOT_MAGIC);
+    p[4] = 0;
+    p[5] = CHORUS_BOOT_VERSION;
+    p[6] = (uint8_t)(type >> 8);
+    p[7] = (uint8_t)type;
+    put_u32(p + 8, len);
+}
+
+/* Checks magic and version; the caller checks type and length against its state. */
+static chorus_status_t boot_parse_header(const uint8_t *p, unsigned *type_p, uint32_t *len_p,
+                                         char *why, size_t why_len)
+{
+    unsigned version = ((unsigned)p[4] << 8) | p[5];
+
+    if (get_u32(p) != CHORUS_BOOT_MAGIC) {
+        snprintf(why, why_len, "bad magic 0x%08x, not a chorus bootstrap peer", get_u32(p));
+        return CHORUS_ERR_PROTOCOL;
+    }
+    if (version != CHORUS_BOOT_VERSION) {
+        snprintf(why, why_len, "protocol version %u, expected %d", version,
+                 CHORUS_BOOT_VERSION);
+        return CHORUS_ERR_PROTOCOL;
+    }
+    *type_p = ((unsigned)p[6] << 8) | p[7];
+    *len_p = get_u32(p + 8);
+    return CHORUS_OK;
+}
+
+/* HMAC(secret, label Nc Ns extra); extra_len is at most 8 + CHORUS_BOOT_BLOB_MAX. */
+static void boot_mac(const uint8_t *secret, size_t secret_len, const char *label,
+                     const uint8_t *nc, const uint8_t *ns, const void *extra, size_t extra_len,
+                     uint8_t out[BOOT_MAC])
+{
+    uint8_t msg[BOOT_LABEL_MAX + 2 * CHORUS_BOOT_NONCE + 8 + CHORUS_BOOT_BLOB_MAX];
+    size_t label_len = strlen(label), off = 0;
+
+    memcpy(msg, label, label_len);
+    off += label_len;
+    memcpy(msg + off, nc, CHORUS_BOOT_NONCE);
+    off += CHORUS_BOOT_NONCE;
+    memcpy(msg + off, ns, CHORUS_BOOT_NONCE);
+    off += CHORUS_BOOT_NONCE;
+    if (extra_len > 0)
+        memcpy(msg + off, extra, extra_len);
+    off += extra_len;
+    chorus__hmac_sha256(secret, secret_len, msg, off, out);
+    explicit_bzero(msg, off);
+}
+
+/* The key pad XOR the session key; the same call unwraps. */
+static void boot_wrap_key(const uint8_t *secret, size_t secret_len, const uint8_t *nc,
+                          const uint8_t *ns, const uint8_t in[32], uint8_t out[32])
+{
+    uint8_t pad[BOOT_MAC];
+
+    boot_mac(secret, secret_len, CHORUS_BOOT_LABEL_KEY, nc, ns, NULL, 0, pad);
+    for (int i = 0; i < 32; i++)
+        out[i] = in[i] ^ pad[i];
+    explicit_bzero(pad, sizeof(pad));
+}
+
+/* MAC of a RESULT: binds the wrapped key and every blob to this connection's nonces. */
+static void boot_result_mac(const uint8_t *secret, size_t secret_len, const uint8_t *nc,
+                            const uint8_t *ns, const uint8_t wrapped[32],
+                            const uint8_t blobs_digest[32], uint8_t out[BOOT_MAC])
+{
+    uint8_t extra[64];
+
+    memcpy(extra, wrapped, 32);
+    memcpy(extra + 32, blobs_digest, 32);
+    boot_mac(secret, secret_len, CHORUS_BOOT_LABEL_RESULT, nc, ns, extra, sizeof(extra), out);
+}
+
+/* ---- Store ------------------------------------------------------------------------- */
+
+typedef enum {
+    CONN_HELLO,     /* waiting for HELLO */
+    CONN_JOIN,      /* challenge sent, waiting for JOIN */
+    CONN_JOINED,    /* authenticated and admitted; waiting for the other ranks */
+    CONN_RESULT,    /* sending the RESULT */
+    CONN_CLOSED
+} store_conn_state_t;
+
+typedef struct {
+    int fd;
+    store_conn_state_t state;
+    int rank;
+    int result_sent;
+    double deadline;            /* to authenticate; unused once admitted */
+    char peer[CHORUS_SOCK_ADDR_MAX];
+    uint8_t nc[CHORUS_BOOT_NONCE], ns[CHORUS_BOOT_NONCE];
+    uint8_t *in;                /* CHORUS_BOOT_HEADER + BOOT_JOIN_MAX bytes until admitted */
+    size_t in_len;
+    uint32_t msg_len;           /* payload length from the header */
+    uint8_t out[CHORUS_BOOT_HEADER + BOOT_RESULT_HDR];
+    size_t out_len, out_off;
+    size_t blobs_off;           /* bytes of the blobs sent */
+} store_conn_t;
+
+struct chorus__store {
+    pthread_t thread;
+    int detached;
+    int listen_fd;
+    char addr[CHORUS_SOCK_ADDR_MAX];
+    uint8_t *secret;
+    size_t secret_len;
+    double timeout_s, deadline, auth_timeout_s, accept_pause_until;
+    chorus_status_t status;
+    uint8_t session_key[32];
+
+    int size;                   /* 0 until the first rank is admitted */
+    size_t blob_len;
+    uint8_t *blobs;             /* size * blob_len */
+    store_conn_t **by_rank;
+    atomic_int joined;
+    int complete;               /* every rank joined; results are going out */
+    int sending, send_failures;
+
+    store_conn_t **conns;
+    size_t nconns, conns_cap;
+    int unauth;
+    struct pollfd *pfds;
+    size_t pfds_cap;
+};
+
+static void store_conn_close(chorus__store_t *st, store_conn_t *c)
+{
+    if (c->state == CONN_CLOSED)
+        return;
+    close(c->fd);
+    c->fd = -1;
+    if (c->state == CONN_HELLO || c->state == CONN_JOIN) {
+        st->unauth--;
+    } else if (c->state == CONN_JOINED) {
+        st->by_rank[c->rank] = NULL;
+        atomic_fetch_sub(&st->joined, 1);
+    } else if (c->state == CONN_RESULT) {
+        st->sending--;
+        st->send_failures += !c->result_sent;
+    }
+    c->state = CONN_CLOSED;
+    free(c->in);
+    c->in = NULL;
+}
+
+/* Tells the peer why and drops it. One non-blocking send: the message is small. */
+static void store_drop(chorus__store_t *st, store_conn_t *c, chorus_status_t status,
+                       const char *text)
+{
+    uint8_t msg[CHORUS_BOOT_HEADER + 4 + CHORUS_BOOT_ERROR_TEXT_MAX];
+    size_t len = strnlen(text, CHORUS_BOOT_ERROR_TEXT_MAX), sent;
+
+    boot_header(msg, CHORUS_BOOT_ERROR, (uint32_t)(4 + len));
+    put_u32(msg + CHORUS_BOOT_HEADER, (uint32_t)-status);
+    memcpy(msg + CHORUS_BOOT_HEADER + 4, text, len);
+    (void)chorus__sock_send_some(c->fd, msg, CHORUS_BOOT_HEADER + 4 + len, &sent);
+    store_conn_close(st, c);
+}
+
+/* store_drop with a formatted reason, logged with the peer's address. */
+static void store_refuse(chorus__store_t *st, store_conn_t *c, chorus_status_t status,
+                         const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+static void store_refuse(chorus__store_t *st, store_conn_t *c, chorus_status_t status,
+                         const char *fmt, ...)
+{
+    char text[CHORUS_BOOT_ERROR_TEXT_MAX + 1];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    chorus_warn("bootstrap store %s: dropping %s: %s", st->addr, c->peer, text);
+    store_drop(st, c, status, text);
+}
+
+static chorus_status_t store_add_conn(chorus__store_t *st, int fd, const char *peer)
+{
+    store_conn_t *c;
+
+    if (st->nconns == st->conns_cap) {
+        size_t cap = st->conns_cap ? 2 * st->conns_cap : 64;
+        store_conn_t **conns = realloc(st->conns, cap * sizeof(*conns));
+        if (conns == NULL)
+            return CHORUS_ERR_NO_MEMORY;
+        st->conns = conns;
+        st->conns_cap = cap;
+    }
+    c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return CHORUS_ERR_NO_MEMORY;
+    /* Fixed size: no length from the wire ever sizes an allocation. */
+    c->in = malloc(CHORUS_BOOT_HEADER + BOOT_JOIN_MAX);
+    if (c->in == NULL) {
+        free(c);
+        return CHORUS_ERR_NO_MEMORY;
+    }
+    c->fd = fd;
+    c->state = CONN_HELLO;
+    c->rank = -1;
+    c->deadline = chorus__now() + st->auth_timeout_s;
+    snprintf(c->peer, sizeof(c->peer), "%s", peer);
+    st->conns[st->nconns++] = c;
+    st->unauth++;
+    return CHORUS_OK;
+}
+
+static void store_accept(chorus__store_t *st)
+{
+    char peer[CHORUS_SOCK_ADDR_MAX];
+    int fd;
+
+    while (st->unauth < STORE_UNAUTH_MAX) {
+        if (chorus__sock_accept(st->listen_fd, &fd, peer, sizeof(peer)) != CHORUS_OK) {
+            st->accept_pause_until = chorus__now() + STORE_ACCEPT_PAUSE_S;
+            return;
+        }
+        if (fd < 0)
+            return;
+        chorus_debug("bootstrap store %s: connection from %s", st->addr, peer);
+        if (store_add_conn(st, fd, peer) != CHORUS_OK) {
+            chorus_error("bootstrap store %s: out of memory accepting %s", st->addr, peer);
+            close(fd);
+            return;
+        }
+    }
+}
+
+static void store_on_hello(chorus__store_t *st, store_conn_t *c)
+{
+    uint8_t *chal = c->out + CHORUS_BOOT_HEADER;
+
+    memcpy(c->nc, c->in + CHORUS_BOOT_HEADER, CHORUS_BOOT_NONCE);
+    if (chorus__random_bytes(c->ns, sizeof(c->ns)) != CHORUS_OK) {
+        store_refuse(st, c, CHORUS_ERR_SYSTEM, "store cannot draw a random nonce");
+        return;
+    }
+    memcpy(chal, c->ns, CHORUS_BOOT_NONCE);
+    boot_mac(st->secret, st->secret_len, CHORUS_BOOT_LABEL_STORE, c->nc, c->ns, NULL, 0,
+             chal + CHORUS_BOOT_NONCE);
+    boot_header(c->out, CHORUS_BOOT_CHALLENGE, BOOT_CHAL_LEN);
+    c->out_len = CHORUS_BOOT_HEADER + BOOT_CHAL_LEN;
+    c->out_off = 0;
+    c->state = CONN_JOIN;
+    c->in_len = 0;
+}
+
+static chorus_status_t store_first_rank(chorus__store_t *st, uint32_t size, size_t blob_len)
+{
+    st->by_rank = calloc(size, sizeof(*st->by_rank));
+    st->blobs = calloc(size, blob_len ? blob_len : 1);
+    if (st->by_rank == NULL || st->blobs == NULL) {
+        free(st->by_rank);
+        free(st->blobs);
+        st->by_rank = NULL;
+        st->blobs = NULL;
+        return CHORUS_ERR_NO_MEMORY;
+    }
+    st->size = (int)size;
+    st->blob_len = blob_len;
+    return CHORUS_OK;
+}
+
+/* An authenticated JOIN: admit the rank unless it conflicts with what others announced. */
+static void store_admit(chorus__store_t *st, store_conn_t *c, uint32_t rank, uint32_t size,
+                        const uint8_t *blob, size_t blob_len)
+{
+    if (size == 0 || size > CHORUS_BOOT_SIZE_MAX) {
+        store_refuse(st, c, CHORUS_ERR_INVALID_ARG,
+                     "size %u is out of range 1..%d", size, CHORUS_BOOT_SIZE_MAX);
+        return;
+    }
+    if (rank >= size) {
+        store_refuse(st, c, CHORUS_ERR_INVALID_ARG,
+                     "rank %u is out of range for size %u", rank, size);
+        return;
+    }
+    if ((uint64_t)size * blob_len > CHORUS_BOOT_TOTAL_MAX) {
+        store_refuse(st, c, CHORUS_ERR_INVALID_ARG, "size %u with %zu-byte addresses "
+                     "exceeds %u bytes in all", size, blob_len, CHORUS_BOOT_TOTAL_MAX);
+        return;
+    }
+    if (st->size == 0 && store_first_rank(st, size, blob_len) != CHORUS_OK) {
+        store_refuse(st, c, CHORUS_ERR_NO_MEMORY,
+                     "store cannot allocate %u blobs of %zu bytes", size, blob_len);
+        return;
+    }
+    if ((int)size != st->size) {
+        store_refuse(st, c, CHORUS_ERR_INVALID_ARG,
+                     "rank %u announced size %u, which disagrees with size %d "
+                     "announced by the first rank", rank, size, st->size);
+        return;
+    }
+    if (blob_len != st->blob_len) {
+        store_refuse(st, c, CHORUS_ERR_INVALID_ARG,
+                     "rank %u announced a %zu-byte address, which disagrees with "
+                     "%zu bytes announced by the first rank", rank, blob_len,
+                     st->blob_len);
+        return;
+    }
+    if (st->by_rank[rank] != NULL) {
+        store_refuse(st, c, CHORUS_ERR_IN_USE, "rank %u already joined (from %s)",
+                     rank, st->by_rank[rank]->peer);
+        return;
+    }
+
+    memcpy(st->blobs + (size_t)rank * blob_len, blob, blob_len);
+    st->by_rank[rank] = c;
+    c->rank = (int)rank;
+    c->state = CONN_JOINED;
+    st->unauth--;
+    free(c->in);
+    c->in = NULL;
+    atomic_fetch_add(&st->joined, 1);
+    chorus_debug("bootstrap store %s: rank %u joined from %s (%d of %d)", st->addr, rank,
+                 c->peer, atomic_load(&st->joined), st->size);
+}
+
+static void store_on_join(chorus__store_t *st, store_conn_t *c)
+{
+    const uint8_t *p = c->in + CHORUS_BOOT_HEADER;
+    uint8_t expect[BOOT_MAC];
+
+    boot_mac(st->secret, st->secret_len, CHORUS_BOOT_LABEL_CLIENT, c->nc, c->ns,
+             p + BOOT_MAC, c->msg_len - BOOT_MAC, expect);
+    if (!chorus__mac_equal(expect, p, BOOT_MAC)) {
+        store_refuse(st, c, CHORUS_ERR_AUTH,
+                     "authentication failed: the peer does not hold the job secret");
+        return;
+    }
+    store_admit(st, c, get_u32(p + BOOT_MAC), get_u32(p + BOOT_MAC + 4), p + BOOT_JOIN_MIN,
+                c->msg_len - BOOT_JOIN_MIN);
+}
+
+/* Validates a complete header against what this connection may send now. */
+static int store_check_header(chorus__store_t *st, store_conn_t *c)
+{
+    char why[96];
+    unsigned type;
+    uint32_t len;
+
+    if (boot_parse_header(c->in, &type, &len, why, sizeof(why)) != CHORUS_OK) {
+        store_refuse(st, c, CHORUS_ERR_PROTOCOL, "%s", why);
+        return -1;
+    }
+    if (c->state == CONN_HELLO && type == CHORUS_BOOT_HELLO && len == BOOT_HELLO_LEN)
+        goto ok;
+    if (c->state == CONN_JOIN && type == CHORUS_BOOT_JOIN && len >= BOOT_JOIN_MIN &&
+        len <= BOOT_JOIN_MAX)
+        goto ok;
+    store_refuse(st, c, CHORUS_ERR_PROTOCOL, "unexpected message type %u of %u bytes "
+                 "(a JOIN carries at most %d bytes)", type, len, BOOT_JOIN_MAX);
+    return -1;
+ok:
+    c->msg_len = len;
+    return 0;
+}
+
+static void store_conn_read(chorus__store_t *st, store_conn_t *c)
+{
+    while (c->state == CONN_HELLO || c->state == CONN_JOIN) {
+        size_t want = CHORUS_BOOT_HEADER + (c->in_len < CHORUS_BOOT_HEADER ? 0 : c->msg_len);
+        size_t got;
+
+        if (chorus__sock_recv_some(c->fd, c->in + c->in_len, want - c->in_len, &got) !=
+            CHORUS_OK) {
+            /* A peer that leaves after our challenge most likely failed to verify it. */
+            if (c->state == CONN_JOIN)
+                chorus_warn("bootstrap store %s: %s left after the challenge without "
+                            "authenticating (does its job secret differ?)", st->addr, c->peer);
+            store_conn_close(st, c);
+            return;
+        }
+        if (got == 0)
+            return;
+        c->in_len += got;
+        if (c->in_len == CHORUS_BOOT_HEADER && store_check_header(st, c) != 0)
+            return;
+        if (c->in_len < CHORUS_BOOT_HEADER || c->in_len < CHORUS_BOOT_HEADER + c->msg_len)
+            continue;
+        if (c->state == CONN_HELLO)
+            store_on_hello(st, c);
+        else
+            store_on_join(st, c);
+    }
+}
+
+/* Sends what is queued: a challenge, or a RESULT prefix followed by the shared blobs. */
+static void store_conn_write(chorus__store_t *st, store_conn_t *c)
+{
+    size_t total = (size_t)st->size * st->blob_len, sent;
+
+    while (c->state != CONN_CLOSED) {
+        chorus_status_t status;
+        if (c->out_off < c->out_len)
+            status = chorus__sock_send_some(c->fd, c->out + c->out_off,
+                                            c->out_len - c->out_off, &sent);
+        else if (c->state == CONN_RESULT && c->blobs_off < total)
+            status = chorus__sock_send_some(c->fd, st->blobs + c->blobs_off,
+                                            total - c->blobs_off, &sent);
+        else
+            break;
+        if (status != CHORUS_OK) {
+            chorus_warn("bootstrap store %s: lost %s (rank %d) while sending to it", st->addr,
+                        c->peer, c->rank);
+            store_conn_close(st, c);
+            return;
+        }
+        if (sent == 0)
+            return;
+        if (c->out_off < c->out_len)
+            c->out_off += sent;
+        else
+            c->blobs_off += sent;
+    }
+    if (c->state == CONN_RESULT) {
+        /* Everything is in the kernel's hands; closing still delivers it. */
+        c->result_sent = 1;
+        store_conn_close(st, c);
+    }
+}
+
+/* An admitted rank must stay quiet; data or a close means it gave up or misbehaves. */
+static void store_conn_joined_event(chorus__store_t *st, store_conn_t *c)
+{
+    uint8_t byte;
+    size_t got;
+
+    if (chorus__sock_recv_some(c->fd, &byte, 1, &got) == CHORUS_OK && got == 0)
+        return;
+    if (got > 0) {
+        store_refuse(st, c, CHORUS_ERR_PROTOCOL,
+                     "rank %d sent data while waiting for the result", c->rank);
+        return;
+    }
+    chorus_warn("bootstrap store %s: rank %d (%s) left before the rendezvous completed; "
+                "its rank is free again", st->addr, c->rank, c->peer);
+    store_conn_close(st, c);
+}
+
+static void store_conn_event(chorus__store_t *st, store_conn_t *c, short revents)
+{
+    if (c->state == CONN_JOINED) {
+        store_conn_joined_event(st, c);
+        return;
+    }
+    if ((revents & (POLLIN | POLLERR | POLLHUP)) &&
+        (c->state == CONN_HELLO || c->state == CONN_JOIN))
+        store_conn_read(st, c);
+    if (c->state != CONN_CLOSED)
+        store_conn_write(st, c);
+}
+
+/* Every rank joined: queue each one's RESULT and stop taking connections. */
+static void store_complete(chorus__store_t *st)
+{
+    size_t total = (size_t)st->size * st->blob_len;
+    uint8_t digest[32], payload[BOOT_RESULT_HDR];
+
+    chorus__sha256(st->blobs, total, digest);
+    for (int r = 0; r < st->size; r++) {
+        store_conn_t *c = st->by_rank[r];
+        boot_wrap_key(st->secret, st->secret_len, c->nc, c->ns, st->session_key, payload);
+        boot_result_mac(st->secret, st->secret_len, c->nc, c->ns, payload, digest,
+                        payload + 32);
+        boot_header(c->out, CHORUS_BOOT_RESULT, (uint32_t)(BOOT_RESULT_HDR + total));
+        memcpy(c->out + CHORUS_BOOT_HEADER, payload, sizeof(payload));
+        c->out_len = sizeof(c->out);
+        c->out_off = 0;
+        c->state = CONN_RESULT;
+        st->sending++;
+    }
+    st->complete = 1;
+    close(st->listen_fd);
+    st->listen_fd = -1;
+    for (size_t i = 0; i < st->nconns; i++) {
+        if (st->conns[i]->state == CONN_HELLO || st->conns[i]->state == CONN_JOIN)
+            store_conn_close(st, st->conns[i]);
+    }
+    chorus_info("bootstrap store %s: all %d ranks joined", st->addr, st->size);
+}
+
+static void store_expire(chorus__store_t *st, double now)
+{
+    for (size_t i = 0; i < st->nconns; i++) {
+        store_conn_t *c = st->conns[i];
+        if ((c->state == CONN_HELLO || c->state == CONN_JOIN) && now >= c->deadline)
+            store_refuse(st, c, CHORUS_ERR_TIMEOUT, "no authentication within %.1f s",
+                         st->auth_timeout_s);
+    }
+}
+
+static void store_compact(chorus__store_t *st)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < st->nconns; i++) {
+        if (st->conns[i]->state == CONN_CLOSED)
+            free(st->conns[i]);
+        else
+            st->conns[n++] = st->conns[i];
+    }
+    st->nconns = n;
+}
+
+/* Fills pfds (listener first) and returns the poll timeout in milliseconds. */
+static int store_prepare_poll(chorus__store_t *st, double now)
+{
+    double next = st->deadline;
+    int listening = st->listen_fd >= 0 && st->unauth < STORE_UNAUTH_MAX;
+
+    if (listening && now < st->accept_pause_until) {
+        listening = 0;
+        next = fmin(next, st->accept_pause_until);
+    }
+    st->pfds[0].fd = listening ? st->listen_fd : -1;
+    st->pfds[0].events = POLLIN;
+    for (size_t i = 0; i < st->nconns; i++) {
+        store_conn_t *c = st->conns[i];
+        short events = c->state == CONN_RESULT ? 0 : POLLIN;
+        if (c->out_off < c->out_len || c->state == CONN_RESULT)
+            events |= POLLOUT;
+        st->pfds[i + 1].fd = c->fd;
+        st->pfds[i + 1].events = events;
+        st->pfds[i + 1].revents = 0;
+        if (c->state == CONN_HELLO || c->state == CONN_JOIN)
+            next = fmin(next, c->deadline);
+    }
+    st->pfds[0].revents = 0;
+    return chorus__ms_left(next);
+}
+
+static chorus_status_t store_timeout(chorus__store_t *st)
+{
+    char missing[128] = "", text[CHORUS_BOOT_ERROR_TEXT_MAX + 1];
+    size_t off = 0;
+    int joined = atomic_load(&st->joined);
+
+    if (st->complete) {
+        chorus_error("bootstrap store %s: timed out after %.1f s sending the result to %d "
+                     "ranks", st->addr, st->timeout_s, st->sending);
+        return CHORUS_ERR_TIMEOUT;
+    }
+    if (st->size == 0) {
+        chorus_error("bootstrap store %s: timed out after %.1f s; no rank joined", st->addr,
+                     st->timeout_s);
+        return CHORUS_ERR_TIMEOUT;
+    }
+    for (int r = 0; r < st->size && off + 12 < sizeof(missing); r++) {
+        if (st->by_rank[r] == NULL)
+            off += (size_t)snprintf(missing + off, sizeof(missing) - off, " %d", r);
+    }
+    chorus_error("bootstrap store %s: timed out after %.1f s with %d of %d ranks joined%s%s",
+                 st->addr, st->timeout_s, joined, st->size, off ? "; missing ranks:" : "",
+                 missing);
+    /* Tell the ranks that came why; the summary above is the one log line. */
+    snprintf(text, sizeof(text), "rendezvous timed out after %.1f s with %d of %d ranks "
+             "joined", st->timeout_s, joined, st->size);
+    for (int r = 0; r < st->size; r++) {
+        if (st->by_rank[r] != NULL)
+            store_drop(st, st->by_rank[r], CHORUS_ERR_TIMEOUT, text);
+    }
+    return CHORUS_ERR_TIMEOUT;
+}
+
+static chorus_status_t store_run(chorus__store_t *st)
+{
+    for (;;) {
+        double now = chorus__now();
+        size_t npolled = st->nconns;
+        int ms;
+
+        if (st->complete && st->sending == 0)
+            return st->send_failures ? CHORUS_ERR_PEER_FAILED : CHORUS_OK;
+        if (now >= st->deadline)
+            return store_timeout(st);
+        if (st->pfds_cap < st->nconns + 1) {
+            struct pollfd *pfds = realloc(st->pfds, 2 * (st->nconns + 1) * sizeof(*pfds));
+            if (pfds == NULL) {
+                chorus_error("bootstrap store %s: out of memory polling %zu connections",
+                             st->addr, st->nconns);
+                return CHORUS_ERR_NO_MEMORY;
+            }
+            st->pfds = pfds;
+            st->pfds_cap = 2 * (st->nconns + 1);
+        }
+        ms = store_prepare_poll(st, now);
+        if (poll(st->pfds, npolled + 1, ms) < 0 && errno != EINTR) {
+            chorus_error("bootstrap store %s: poll failed: %m", st->addr);
+            return CHORUS_ERR_SYSTEM;
+        }
+        /* Connections first: accepting may grow conns beyond the polled ones. */
+        for (size_t i = 0; i < npolled; i++) {
+            if (st->pfds[i + 1].revents != 0)
+                store_conn_event(st, st->conns[i], st->pfds[i + 1].revents);
+        }
+        if (st->pfds[0].revents != 0 && st->listen_fd >= 0)
+            store_accept(st);
+        store_expire(st, chorus__now());
+        store_compact(st);
+        if (!st->complete && st->size > 0 && atomic_load(&st->joined) == st->size)
+            store_complete(st);
+    }
+}
+
+static void store_free(chorus__store_t *st)
+{
+    for (size_t i = 0; i < st->nconns; i++) {
+        store_conn_close(st, st->conns[i]);
+        free(st->conns[i]);
+    }
+    if (st->listen_fd >= 0)
+        close(st->listen_fd);
+    free(st->conns);
+    free(st->pfds);
+    free(st->by_rank);
+    free(st->blobs);
+    if (st->secret != NULL)
+        explicit_bzero(st->secret, st->secret_len);
+    explicit_bzero(st->session_key, sizeof(st->session_key));
+    free(st->secret);
+    free(st);
+}
+
+static void *store_thread(void *arg)
+{
+    chorus__store_t *st = arg;
+
+    st->status = store_run(st);
+    if (st->detached) {
+        store_free(st);
+        return NULL;
+    }
+    /* Close everything now rather than when someone joins. */
+    for (size_t i = 0; i < st->nconns; i++)
+        store_conn_close(st, st->conns[i]);
+    if (st->listen_fd >= 0)
+        close(st->listen_fd);
+    st->listen_fd = -1;
+    return NULL;
+}
+
+static double store_auth_timeout(double timeout_s)
+{
+    /* A handshake is two round trips: a few seconds, never a large share of the job's wait. */
+    return fmin(STORE_AUTH_MAX_S, fmax(STORE_AUTH_MIN_S, timeout_s / 4));
+}
+
+static chorus_status_t store_check_args(const char *addr, const char *secret,
+                                        size_t secret_len, double timeout_s, int detached,
+                                        chorus__store_t **store_p)
+{
+    if (addr == NULL) {
+        chorus_error("bootstrap store: the address to listen on is NULL");
+        return CHORUS_ERR_INVALID_ARG;
+    }
+    if (secret == NULL || secret_len == 0) {
+        chorus_error("bootstrap store on %s: the job secret is empty", addr);
+        return CHORUS_ERR_INVALID_ARG;
+    }
+    if (!(timeout_s > 0) || !isfinite(timeout_s)) {
+        chorus_error("bootstrap store on %s: timeout %g s is not a positive number", addr,
+                     timeout_s);
+        return CHORUS_ERR_INVALID_ARG;
+    }
+    if (!detached && store_p == NULL) {
+        chorus_error("bootstrap store on %s: store_p is NULL for a joinable store", addr);
+        return CHORUS_ERR_INVALID_ARG;
+    }
+    return CHORUS_OK;
+}
+
+/* Allocates the store and binds its listener; its thread is not started yet. */
+static chorus_status_t store_create(const char *addr, const char *secret, size_t secret_len,
+                                    double timeout_s, int detached, chorus__store_t **st_p)
+{
+    chorus__store_t *st = calloc(1, sizeof(*st));
+    chorus_status_t status = CHORUS_ERR_NO_MEMORY;
+
+    if (st == NULL) {
+        chorus_error("bootstrap store on %s: out of memory", addr);
+        return status;
+    }
+    st->listen_fd = -1;
+    st->secret = malloc(secret_len);
+    st->pfds = calloc(64, sizeof(*st->pfds));
+    if (st->secret == NULL || st->pfds == NULL) {
+        chorus_error("bootstrap store on %s: out of memory", addr);
+        goto err_free;
+    }
+    memcpy(st->secret, secret, secret_len);
+    st->secret_len = secret_len;
+    st->pfds_cap = 64;
+    st->detached = detached;
+    st->timeout_s = timeout_s;
+    st->auth_timeout_s = store_auth_timeout(timeout_s);
+    atomic_init(&st->joined, 0);
+    status = chorus__random_bytes(st->session_key, sizeof(st->session_key));
+    if (status != CHORUS_OK)
+        goto err_free;
+    status = chorus__sock_listen(addr, SOMAXCONN, &st->listen_fd, st->addr, sizeof(st->addr));
+    if (status != CHORUS_OK)
+        goto err_free;
+    *st_p = st;
+    return CHORUS_OK;
+
+err_free:
+    store_free(st);
+    return status;
+}
+
+chorus_status_t chorus__store_start(const char *addr, const char *secret, size_t secret_len,
+                                    double timeout_s, int detached, char *bound_addr,
+                                    size_t bound_len, chorus__store_t **store_p)
+{
+    char bound[CHORUS_SOCK_ADDR_MAX];
+    chorus__store_t *st;
+    pthread_attr_t attr;
+    chorus_status_t status;
+    int rc;
+
+    chorus__log_init();
+    status = store_check_args(addr, secret, secret_len, timeout_s, detached, store_p);
+    if (status == CHORUS_OK)
+        status = store_create(addr, secret, secret_len, timeout_s, detached, &st);
+    if (status != CHORUS_OK)
+        return status;
+    /* Kept here: a detached store may be gone before this function returns. */
+    snprintf(bound, sizeof(bound), "%s", st->addr);
+    if (bound_addr != NULL && strlen(bound) >= bound_len) {
+        chorus_error("bootstrap store: bound_addr of %zu bytes cannot hold '%s'", bound_len,
+                     bound);
+        status = CHORUS_ERR_INVALID_ARG;
+        goto err_free;
+    }
+    st->deadline = chorus__now() + timeout_s;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, detached ? PTHREAD_CREATE_DETACHED
+                                                : PTHREAD_CREATE_JOINABLE);
+    rc = pthread_create(&st->thread, &attr, store_thread, st);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+        errno = rc;
+        chorus_error("bootstrap store %s: cannot start its thread: %m", bound);
+        status = CHORUS_ERR_SYSTEM;
+        goto err_free;
+    }
+    chorus_info("bootstrap store listening on %s for %.1f s", bound, timeout_s);
+    if (bound_addr != NULL)
+        strcpy(bound_addr, bound);
+    if (store_p != NULL)
+        *store_p = detached ? NULL : st;
+    return CHORUS_OK;
+
+err_free:
+    store_free(st);
+    return status;
+}
+
+chorus_status_t chorus__store_join(chorus__store_t *store)
+{
+    chorus_status_t status;
+    int rc;
+
+    if (store == NULL || store->detached) {
+        chorus_error("bootstrap store: join of a %s store", store ? "detached" : "NULL");
+        return CHORUS_ERR_INVALID_ARG;
+    }
+    /* The thread's every wait ends by its deadline, so this join is bounded too. */
+    rc = pthread_join(store->thread, NULL);
+    if (rc != 0) {
+        errno = rc;
+        chorus_error("bootstrap store %s: pthread_join failed: %m", store->addr);
+        return CHORUS_ERR_SYSTEM;
+    }
+    status = store->status;
+    store_free(store);
+    return status;
+}
+
+int chorus__store_joined(chorus__store_t *store)
+{
+    return atomic_load(&store->joined);
+}
+
+/* ---- Client ------------------------------------------------------------------------ */
+
+typedef struct {
+    const char *addr;
+    const uint8_t *secret;
+    size_t secret_len;
+    int fd, rank, size;
+    double timeout_s, deadline;
+    uint8_t nc[CHORUS_BOOT_NONCE], ns[CHORUS_BOOT_NONCE];
+} boot_client_t;
+
+/* Names the step that failed when the transfer timed out or the store went away. */
+static chorus_status_t client_io_fail(const boot_client_t *cl, chorus_status_t status,
+                                      const char *step)
+{
+    if (status == CHORUS_ERR_TIMEOUT)
+        chorus_error("rank %d: timed out after %.1f s %s the bootstrap store at %s", cl->rank,
+                     cl->timeout_s, step, cl->addr);
+    else if (status == CHORUS_ERR_PEER_FAILED)
+        chorus_error("rank %d: the bootstrap store at %s closed the connection while %s it",
+                     cl->rank, cl->addr, step);
+    return status;
+}
+
+/* Reads an ERROR payload and returns the status it carries, logging its text. */
+static chorus_status_t client_read_error(const boot_client_t *cl, uint32_t len)
+{
+    uint8_t msg[4 + CHORUS_BOOT_ERROR_TEXT_MAX];
+    char text[CHORUS_BOOT_ERROR_TEXT_MAX + 1];
+    chorus_status_t status;
+    uint32_t code;
+
+    if (len < 4 || len > sizeof(msg)) {
+        chorus_error("rank %d: the bootstrap store at %s sent an error message of %u bytes",
+                     cl->rank, cl->addr, len);
+        return CHORUS_ERR_PROTOCOL;
+    }
+    status = chorus__sock_read_full(cl->fd, msg, len, cl->deadline);
+    if (status != CHORUS_OK)
+        return client_io_fail(cl, status, "reading an error from");
+    /* The text is the store's; keep control characters out of our log. */
+    for (uint32_t i = 4; i < len; i++)
+        text[i - 4] = msg[i] >= 0x20 && msg[i] < 0x7f ? (char)msg[i] : '?';
+    text[len - 4] = '\0';
+    code = get_u32(msg);
+    switch (-(int64_t)code) {
+    case CHORUS_ERR_INVALID_ARG: case CHORUS_ERR_NO_MEMORY: case CHORUS_ERR_TIMEOUT:
+    case CHORUS_ERR_AUTH: case CHORUS_ERR_PROTOCOL: case CHORUS_ERR_SYSTEM:
+    case CHORUS_ERR_IN_USE:
+        status = (chorus_status_t)-(int64_t)code;
+        break;
+    default:
+        status = CHORUS_ERR_PROTOCOL;
+    }
+    chorus_error("rank %d: the bootstrap store at %s reports: %s", cl->rank, cl->addr, text);
+    return status;
+}
+
+/* Reads a header that must announce `type` with a payload of exactly `len` bytes. */
+static chorus_status_t client_read_header(const boot_client_t *cl, unsigned want_type,
+                                          uint64_t want_len, const char *step)
+{
+    uint8_t hdr[CHORUS_BOOT_HEADER];
+    chorus_status_t status;
+    char why[96];
+    unsigned type;
+    uint32_t len;
+
+    status = chorus__sock_read_full(cl->fd, hdr, sizeof(hdr), cl->deadline);
+    if (status != CHORUS_OK)
+        return client_io_fail(cl, status, step);
+    if (boot_parse_header(hdr, &type, &len, why, sizeof(why)) != CHORUS_OK) {
+        chorus_error("rank %d: the bootstrap store at %s sent %s", cl->rank, cl->addr, why);
+        return CHORUS_ERR_PROTOCOL;
+    }
+    if (type == CHORUS_BOOT_ERROR)
+        return client_read_error(cl, len);
+    if (type != want_type || len != want_len) {
+        chorus_error("rank %d: the bootstrap store at %s sent message type %u of %u bytes "
+                     "while rank %d expected type %u of %llu bytes", cl->rank, cl->addr, type,
+                     len, cl->rank, want_type, (unsigned long long)want_len);
+        return CHORUS_ERR_PROTOCOL;
+    }
+    return CHORUS_OK;
+}
+
+/* HELLO and CHALLENGE: afterwards both nonces are known and the store proved the secret. */
+static chorus_status_t client_handshake(boot_client_t *cl)
+{
+    uint8_t msg[CHORUS_BOOT_HEADER + BOOT_CHAL_LEN], expect[BOOT_MAC];
+    chorus_status_t status;
+
+    status = chorus__random_bytes(cl->nc, sizeof(cl->nc));
+    if (status != CHORUS_OK)
+        return status;
+    boot_header(msg, CHORUS_BOOT_HELLO, BOOT_HELLO_LEN);
+    memcpy(msg + CHORUS_BOOT_HEADER, cl->nc, BOOT_HELLO_LEN);
+    status = chorus__sock_write_full(cl->fd, msg, CHORUS_BOOT_HEADER + BOOT_HELLO_LEN,
+                                     cl->deadline);
+    if (status != CHORUS_OK)
+        return client_io_fail(cl, status, "greeting");
+    status = client_read_header(cl, CHORUS_BOOT_CHALLENGE, BOOT_CHAL_LEN, "waiting for");
+    if (status != CHORUS_OK)
+        return status;
+    status = chorus__sock_read_full(cl->fd, msg, BOOT_CHAL_LEN, cl->deadline);
+    if (status != CHORUS_OK)
+        return client_io_fail(cl, status, "reading the challenge from");
+    memcpy(cl->ns, msg, CHORUS_BOOT_NONCE);
+    boot_mac(cl->secret, cl->secret_len, CHORUS_BOOT_LABEL_STORE, cl->nc, cl->ns, NULL, 0,
+             expect);
+    if (!chorus__mac_equal(expect, msg + CHORUS_BOOT_NONCE, BOOT_MAC)) {
+        chorus_error("rank %d: the bootstrap store at %s failed to prove it holds the job "
+                     "secret (do the ranks' secrets differ?)", cl->rank, cl->addr);
+        return CHORUS_ERR_AUTH;
+    }
+    return CHORUS_OK;
+}
+
+static chorus_status_t client_join(boot_client_t *cl, const void *blob, size_t blob_len)
+{
+    uint8_t msg[CHORUS_BOOT_HEADER + BOOT_JOIN_MAX];
+    uint8_t *body = msg + CHORUS_BOOT_HEADER + BOOT_MAC;
+    chorus_status_t status;
+
+    boot_header(msg, CHORUS_BOOT_JOIN, (uint32_t)(BOOT_JOIN_MIN + blob_len));
+    put_u32(body, (uint32_t)cl->rank);
+    put_u32(body + 4, (uint32_t)cl->size);
+    if (blob_len > 0)
+        memcpy(body + 8, blob, blob_len);
+    boot_mac(cl->secret, cl->secret_len, CHORUS_BOOT_LABEL_CLIENT, cl->nc, cl->ns, body,
+             8 + blob_len, msg + CHORUS_BOOT_HEADER);
+    status = chorus__sock_write_full(cl->fd, msg, CHORUS_BOOT_HEADER + BOOT_JOIN_MIN + blob_len,
+                                     cl->deadline);
+    return status == CHORUS_OK ? CHORUS_OK : client_io_fail(cl, status, "joining");
+}
+
+static chorus_status_t client_result(boot_client_t *cl, const void *blob, size_t blob_len,
+                                     void *all_blobs, uint8_t session_key[32])
+{
+    size_t total = (size_t)cl->size * blob_len;
+    uint8_t head[BOOT_RESULT_HDR], digest[32], expect[BOOT_MAC];
+    chorus_status_t status;
+
+    status = client_read_header(cl, CHORUS_BOOT_RESULT, BOOT_RESULT_HDR + (uint64_t)total,
+                                "waiting for the other ranks at");
+    if (status != CHORUS_OK)
+        return status;
+    status = chorus__sock_read_full(cl->fd, head, sizeof(head), cl->deadline);
+    if (status == CHORUS_OK)
+        status = chorus__sock_read_full(cl->fd, all_blobs, total, cl->deadline);
+    if (status != CHORUS_OK)
+        return client_io_fail(cl, status, "reading the result from");
+    chorus__sha256(all_blobs, total, digest);
+    boot_result_mac(cl->secret, cl->secret_len, cl->nc, cl->ns, head, digest, expect);
+    if (!chorus__mac_equal(expect, head + 32, BOOT_MAC)) {
+        chorus_error("rank %d: the result from the bootstrap store at %s fails its "
+                     "authentication check", cl->rank, cl->addr);
+        return CHORUS_ERR_AUTH;
+    }
+    if (blob_len > 0 &&
+        memcmp((uint8_t *)all_blobs + (size_t)cl->rank * blob_len, blob, blob_len) != 0) {
+        chorus_error("rank %d: the bootstrap store at %s returned another address for rank "
+                     "%d", cl->rank, cl->addr, cl->rank);
+        return CHORUS_ERR_PROTOCOL;
+    }
+    boot_wrap_key(cl->secret, cl->secret_len, cl->nc, cl->ns, head, session_key);
+    return CHORUS_OK;
+}
+
+static chorus_status_t client_check_args(const char *addr, const char *secret,
+                                         size_t secret_len, int rank, int size,
+                                         double timeout_s, const void *blob, size_t blob_len,
+                                         const void *all_blobs, const uint8_t *session_key)
+{
+    if (addr == NULL || session_key == NULL ||
+        (blob_len > 0 && (blob == NULL || all_blobs == NULL))) {
+        chorus_error("rank %d: bootstrap exchange needs addr, blob, all_blobs and "
+                     "session_key", rank);
+        return CHORUS_ERR_INVALID_ARG;
+    }
+    if (secret == NULL || secret_len == 0) {
+        chorus_error("rank %d: the job secret is empty", rank);
+        return CHORUS_ERR_INVALID_ARG;
+    }
+    if (size < 1 || size > CHORUS_BOOT_SIZE_MAX) {
+        chorus_error("rank %d: size %d is out of range 1..%d", rank, size,
+                     CHORUS_BOOT_SIZE_MAX);
+        return CHORUS_ERR_INVALID_ARG;
+    }
+    if (rank < 0 || rank >= size) {
+        chorus_error("rank %d is out of range for size %d", rank, size);
+        return CHORUS_ERR_INVALID_ARG;
+    }
+    if (blob_len > CHORUS_BOOT_BLOB_MAX ||
+        (uint64_t)size * blob_len > CHORUS_BOOT_TOTAL_MAX) {
+        chorus_error("rank %d: address blob of %zu bytes for size %d exceeds %d bytes, or "
+                     "%u bytes in all", rank, blob_len, size, CHORUS_BOOT_BLOB_MAX,
+                     CHORUS_BOOT_TOTAL_MAX);
+        return CHORUS_ERR_INVALID_ARG;
+    }
+    if (!(timeout_s > 0) || !isfinite(timeout_s)) {
+        chorus_error("rank %d: timeout %g s is not a positive number", rank, timeout_s);
+        return CHORUS_ERR_INVALID_ARG;
+    }
+    return CHORUS_OK;
+}
+
+chorus_status_t chorus__bootstrap_exchange(const char *addr, const char *secret,
+                                           size_t secret_len, int rank, int size,
+                                           double timeout_s, const void *blob,
+                                           size_t blob_len, void *all_blobs,
+                                           uint8_t session_key[32], char *local_host,
+                                           size_t local_host_len)
+{
+    boot_client_t cl = {.addr = addr, .secret = (const uint8_t *)secret,
+                        .secret_len = secret_len, .fd = -1, .rank = rank, .size = size,
+                        .timeout_s = timeout_s};
+    char host[CHORUS_SOCK_HOST_MAX];
+    uint8_t key[32];
+    chorus_status_t status;
+
+    chorus__log_init();
+    status = client_check_args(addr, secret, secret_len, rank, size, timeout_s, blob, blob_len,
+                               all_blobs, session_key);
+    if (status != CHORUS_OK)
+        return status;
+    cl.deadline = chorus__now() + timeout_s;
+    status = chorus__sock_connect(addr, cl.deadline, &cl.fd);
+    if (status != CHORUS_OK)
+        return client_io_fail(&cl, status, "connecting to");
+    status = chorus__sock_local_host(cl.fd, host, sizeof(host));
+    if (status == CHORUS_OK && local_host != NULL && strlen(host) >= local_host_len) {
+        chorus_error("rank %d: local_host of %zu bytes cannot hold '%s'", rank, local_host_len,
+                     host);
+        status = CHORUS_ERR_INVALID_ARG;
+    }
+    if (status == CHORUS_OK)
+        status = client_handshake(&cl);
+    if (status == CHORUS_OK)
+        status = client_join(&cl, blob, blob_len);
+    if (status == CHORUS_OK)
+        status = client_result(&cl, blob, blob_len, all_blobs, key);
+    close(cl.fd);
+    if (status != CHORUS_OK)
+        return status;
+    memcpy(session_key, key, sizeof(key));
+    explicit_bzero(key, sizeof(key));
+    if (local_host != NULL)
+        strcpy(local_host, host);
+    chorus_debug("rank %d: bootstrap with %d ranks at %s done", rank, size, addr);
+    return CHORUS_OK;
+}
