@@ -1,0 +1,260 @@
+/*
+ * The public collective calls: check every argument, describe the call as
+ * coll_args_t, post it. Blocking calls are a post followed by a wait.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "core/comm.h"
+#include "util/log.h"
+
+static chorus_status_t check_opts(const char *fn, const chorus_opts_t *opts)
+{
+    size_t covered;
+
+    if (opts == NULL)
+        return CHORUS_OK;
+    if (opts->struct_size < sizeof(size_t)) {
+        chorus_error("%s: invalid argument opts->struct_size=%zu (use CHORUS_OPTS_INIT)", fn,
+                     opts->struct_size);
+        return CHORUS_ERR_INVALID_ARG;
+    }
+    covered = opts->struct_size;
+    if (covered >= offsetof(chorus_opts_t, flags) + sizeof(opts->flags) && opts->flags != 0) {
+        chorus_error("%s: invalid argument opts->flags=0x%x: no flags are defined", fn,
+                     opts->flags);
+        return CHORUS_ERR_INVALID_ARG;
+    }
+    if (covered >= offsetof(chorus_opts_t, priority) + sizeof(opts->priority) &&
+        opts->priority != 0) {
+        chorus_error("%s: invalid argument opts->priority=%d: must be 0", fn, opts->priority);
+        return CHORUS_ERR_INVALID_ARG;
+    }
+    return CHORUS_OK;
+}
+
+/* Byte ranges [a, a+alen) and [b, b+blen) overlap without being the same start. */
+static int partial_overlap(const void *a, size_t alen, const void *b, size_t blen)
+{
+    uintptr_t pa = (uintptr_t)a, pb = (uintptr_t)b;
+
+    if (a == NULL || b == NULL || alen == 0 || blen == 0)
+        return 0;
+    return pa < pb + blen && pb < pa + alen;
+}
+
+static chorus_status_t check_args(const char *fn, chorus_comm_t comm, const coll_args_t *a,
+                                  const chorus_opts_t *opts, size_t send_elems,
+                                  size_t recv_elems, int in_place)
+{
+    size_t esize = chorus_dtype_size(a->dtype);
+    int needs_op = a->coll == COLL_ALLREDUCE || a->coll == COLL_REDUCE_SCATTER ||
+                   a->coll == COLL_REDUCE;
+    int rooted = a->coll == COLL_BROADCAST || a->coll == COLL_REDUCE;
+    int recv_here = !(a->coll == COLL_REDUCE && a->rank != a->root);
+    int send_here = !(a->coll == COLL_BROADCAST && a->rank != a->root);
+
+    if (comm == NULL) {
+        chorus_error("%s: invalid argument comm=NULL", fn);
+        return CHORUS_ERR_INVALID_ARG;
+    }
+    if (esize == 0) {
+        chorus_error("%s: invalid argument dtype=%d", fn, (int)a->dtype);
+        return CHORUS_ERR_INVALID_ARG;
+    }
+    if (needs_op && ((int)a->op < 0 || a->op >= CHORUS_OP_COUNT)) {
+        chorus_error("%s: invalid argument op=%d", fn, (int)a->op);
+        return CHORUS_ERR_INVALID_ARG;
+    }
+    if (rooted && (a->root < 0 || a->root >= comm->size)) {
+        chorus_error("%s: invalid argument root=%d: must be in [0, %d)", fn, a->root, comm->size);
+        return CHORUS_ERR_INVALID_ARG;
+    }
+    if (a->count > SIZE_MAX / esize / (size_t)comm->size) {
+        chorus_error("%s: invalid argument count=%zu: the buffers would exceed the address "
+                     "space", fn, a->count);
+        return CHORUS_ERR_INVALID_ARG;
+    }
+    if (send_elems > 0 && send_here && a->sendbuf == NULL) {
+        chorus_error("%s: invalid argument sendbuf=NULL with count=%zu", fn, a->count);
+        return CHORUS_ERR_INVALID_ARG;
+    }
+    if (recv_elems > 0 && recv_here && a->recvbuf == NULL) {
+        chorus_error("%s: invalid argument recvbuf=NULL with count=%zu", fn, a->count);
+        return CHORUS_ERR_INVALID_ARG;
+    }
+    if (send_here && recv_here && !in_place &&
+        partial_overlap(a->sendbuf, send_elems * esize, a->recvbuf, recv_elems * esize)) {
+        chorus_error("%s: invalid argument: sendbuf=%p and recvbuf=%p overlap without being "
+                     "the in-place layout", fn, a->sendbuf, a->recvbuf);
+        return CHORUS_ERR_INVALID_ARG;
+    }
+    return check_opts(fn, opts);
+}
+
+static chorus_status_t coll_post(const char *fn, chorus_comm_t comm, coll_args_t *a,
+                                 const chorus_opts_t *opts, chorus_request_t *req_p)
+{
+    size_t esize = chorus_dtype_size(a->dtype), n = comm ? (size_t)comm->size : 1;
+    size_t send_elems = a->count, recv_elems = a->count;
+    const char *sbuf = a->sendbuf, *rbuf = a->recvbuf;
+    int in_place = sbuf == rbuf;
+    chorus_status_t status;
+
+    if (req_p == NULL) {
+        chorus_error("%s: invalid argument req_p=NULL", fn);
+        return CHORUS_ERR_INVALID_ARG;
+    }
+    if (comm != NULL) {
+        a->rank = comm->rank;
+        a->size = comm->size;
+        a->chunk_bytes = comm->cfg.chunk_bytes;
+    }
+    switch (a->coll) {
+    case COLL_ALLGATHER:
+        recv_elems = a->count * n;
+        in_place = rbuf != NULL && sbuf == rbuf + a->count * esize * (size_t)a->rank;
+        break;
+    case COLL_REDUCE_SCATTER:
+        send_elems = a->count * n;
+        in_place = sbuf != NULL && rbuf == sbuf + a->count * esize * (size_t)a->rank;
+        break;
+    case COLL_ALLTOALL:
+        send_elems = recv_elems = a->count * n;
+        break;
+    case COLL_BARRIER:
+        send_elems = recv_elems = 0;
+        break;
+    default:
+        break;
+    }
+    status = check_args(fn, comm, a, opts, send_elems, recv_elems, in_place);
+    if (status != CHORUS_OK)
+        return status;
+    return chorus__request_post(comm, a, req_p);
+}
+
+static chorus_status_t coll_run(const char *fn, chorus_comm_t comm, coll_args_t *a,
+                                const chorus_opts_t *opts)
+{
+    chorus_request_t req;
+    chorus_status_t status = coll_post(fn, comm, a, opts, &req);
+
+    if (status != CHORUS_OK)
+        return status;
+    return chorus_request_free(req);
+}
+
+#define ARGS(kind, sbuf, rbuf, cnt, dt, o, r)                                           \
+    {.coll = (kind), .sendbuf = (sbuf), .recvbuf = (rbuf), .count = (cnt), .dtype = (dt), \
+     .op = (o), .root = (r)}
+
+chorus_status_t chorus_allreduce(const void *sendbuf, void *recvbuf, size_t count,
+                                 chorus_dtype_t dtype, chorus_op_t op, chorus_comm_t comm,
+                                 const chorus_opts_t *opts)
+{
+    coll_args_t a = ARGS(COLL_ALLREDUCE, sendbuf, recvbuf, count, dtype, op, 0);
+    return coll_run(__func__, comm, &a, opts);
+}
+
+chorus_status_t chorus_iallreduce(const void *sendbuf, void *recvbuf, size_t count,
+                                  chorus_dtype_t dtype, chorus_op_t op, chorus_comm_t comm,
+                                  const chorus_opts_t *opts, chorus_request_t *req_p)
+{
+    coll_args_t a = ARGS(COLL_ALLREDUCE, sendbuf, recvbuf, count, dtype, op, 0);
+    return coll_post(__func__, comm, &a, opts, req_p);
+}
+
+chorus_status_t chorus_allgather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                 chorus_dtype_t dtype, chorus_comm_t comm,
+                                 const chorus_opts_t *opts)
+{
+    coll_args_t a = ARGS(COLL_ALLGATHER, sendbuf, recvbuf, sendcount, dtype, CHORUS_SUM, 0);
+    return coll_run(__func__, comm, &a, opts);
+}
+
+chorus_status_t chorus_iallgather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                  chorus_dtype_t dtype, chorus_comm_t comm,
+                                  const chorus_opts_t *opts, chorus_request_t *req_p)
+{
+    coll_args_t a = ARGS(COLL_ALLGATHER, sendbuf, recvbuf, sendcount, dtype, CHORUS_SUM, 0);
+    return coll_post(__func__, comm, &a, opts, req_p);
+}
+
+chorus_status_t chorus_broadcast(const void *sendbuf, void *recvbuf, size_t count,
+                                 chorus_dtype_t dtype, int root, chorus_comm_t comm,
+                                 const chorus_opts_t *opts)
+{
+    coll_args_t a = ARGS(COLL_BROADCAST, sendbuf, recvbuf, count, dtype, CHORUS_SUM, root);
+    return coll_run(__func__, comm, &a, opts);
+}
+
+chorus_status_t chorus_ibroadcast(const void *sendbuf, void *recvbuf, size_t count,
+                                  chorus_dtype_t dtype, int root, chorus_comm_t comm,
+                                  const chorus_opts_t *opts, chorus_request_t *req_p)
+{
+    coll_args_t a = ARGS(COLL_BROADCAST, sendbuf, recvbuf, count, dtype, CHORUS_SUM, root);
+    return coll_post(__func__, comm, &a, opts, req_p);
+}
+
+chorus_status_t chorus_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                      chorus_dtype_t dtype, chorus_op_t op, chorus_comm_t comm,
+                                      const chorus_opts_t *opts)
+{
+    coll_args_t a = ARGS(COLL_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dtype, op, 0);
+    return coll_run(__func__, comm, &a, opts);
+}
+
+chorus_status_t chorus_ireduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                       chorus_dtype_t dtype, chorus_op_t op, chorus_comm_t comm,
+                                       const chorus_opts_t *opts, chorus_request_t *req_p)
+{
+    coll_args_t a = ARGS(COLL_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dtype, op, 0);
+    return coll_post(__func__, comm, &a, opts, req_p);
+}
+
+chorus_status_t chorus_reduce(const void *sendbuf, void *recvbuf, size_t count,
+                              chorus_dtype_t dtype, chorus_op_t op, int root, chorus_comm_t comm,
+                              const chorus_opts_t *opts)
+{
+    coll_args_t a = ARGS(COLL_REDUCE, sendbuf, recvbuf, count, dtype, op, root);
+    return coll_run(__func__, comm, &a, opts);
+}
+
+chorus_status_t chorus_ireduce(const void *sendbuf, void *recvbuf, size_t count,
+                               chorus_dtype_t dtype, chorus_op_t op, int root,
+                               chorus_comm_t comm, const chorus_opts_t *opts,
+                               chorus_request_t *req_p)
+{
+    coll_args_t a = ARGS(COLL_REDUCE, sendbuf, recvbuf, count, dtype, op, root);
+    return coll_post(__func__, comm, &a, opts, req_p);
+}
+
+chorus_status_t chorus_alltoall(const void *sendbuf, void *recvbuf, size_t count,
+                                chorus_dtype_t dtype, chorus_comm_t comm,
+                                const chorus_opts_t *opts)
+{
+    coll_args_t a = ARGS(COLL_ALLTOALL, sendbuf, recvbuf, count, dtype, CHORUS_SUM, 0);
+    return coll_run(__func__, comm, &a, opts);
+}
+
+chorus_status_t chorus_ialltoall(const void *sendbuf, void *recvbuf, size_t count,
+                                 chorus_dtype_t dtype, chorus_comm_t comm,
+                                 const chorus_opts_t *opts, chorus_request_t *req_p)
+{
+    coll_args_t a = ARGS(COLL_ALLTOALL, sendbuf, recvbuf, count, dtype, CHORUS_SUM, 0);
+    return coll_post(__func__, comm, &a, opts, req_p);
+}
+
+chorus_status_t chorus_barrier(chorus_comm_t comm, const chorus_opts_t *opts)
+{
+    coll_args_t a = ARGS(COLL_BARRIER, NULL, NULL, 0, CHORUS_UINT8, CHORUS_SUM, 0);
+    return coll_run(__func__, comm, &a, opts);
+}
+
+chorus_status_t chorus_ibarrier(chorus_comm_t comm, const chorus_opts_t *opts,
+                                chorus_request_t *req_p)
+{
+    coll_args_t a = ARGS(COLL_BARRIER, NULL, NULL, 0, CHORUS_UINT8, CHORUS_SUM, 0);
+    return coll_post(__func__, comm, &a, opts, req_p);
+}

@@ -1,0 +1,77 @@
+/*
+ * The communicator and its requests. A communicator owns one transport
+ * context and one progress thread; user threads post requests to a queue
+ * and wait on them, the progress thread runs their schedules.
+ */
+#ifndef CHORUS_CORE_COMM_H
+#define CHORUS_CORE_COMM_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "chorus.h"
+#include "coll/coll.h"
+#include "core/core_config.h"
+#include "transports/base/transport.h"
+#include "tuning/select.h"
+
+struct chorus_request {
+    chorus_comm_t comm;
+    coll_args_t args;
+    const coll_alg_t *alg;
+    coll_sched_t sched;
+    uint64_t seq;               /* the call's sequence number on this communicator */
+    double deadline;
+    int done;                   /* under comm->lock */
+    int orphaned;               /* freed by the user before completion: the progress thread frees it */
+    chorus_status_t status;
+    struct chorus_request *next;
+};
+
+struct chorus_comm {
+    int rank;
+    int size;
+    int local_rank;
+    int local_size;
+    chorus__core_config_t cfg;
+    tune_table_t *tune;
+
+    const tl_ops_t *tl;
+    tl_ctx_t *tl_ctx;
+
+    pthread_t thread;
+    int thread_started;
+    int epoll_fd;
+    int wake_fd;                /* eventfd: new work, abort, stop */
+    int tl_fd_watched;          /* the transport's fd is in epoll_fd (progress thread) */
+
+    pthread_mutex_t lock;
+    pthread_cond_t cond;        /* a request completed */
+    struct chorus_request *queue_head;   /* posted, not yet seen by the progress thread */
+    struct chorus_request *queue_tail;
+    int outstanding;            /* posted and not complete */
+    uint64_t next_seq;          /* of the calling thread */
+
+    struct chorus_request *active;       /* owned by the progress thread */
+
+    atomic_int stop;
+    atomic_int aborted;
+    atomic_int error;           /* first fault (chorus_status_t), 0 when none */
+};
+
+/* Progress thread (progress.c). */
+chorus_status_t chorus__progress_start(chorus_comm_t comm);
+void chorus__progress_stop(chorus_comm_t comm);
+void chorus__progress_wake(chorus_comm_t comm);
+
+/* Requests (request.c). */
+chorus_status_t chorus__request_post(chorus_comm_t comm, const coll_args_t *args,
+                                     chorus_request_t *req_p);
+void chorus__request_complete(chorus_request_t req, chorus_status_t status);
+void chorus__request_release(chorus_request_t req);
+
+/* Record the first fault of the communicator (background errors). */
+void chorus__comm_set_error(chorus_comm_t comm, chorus_status_t status);
+
+#endif

@@ -1,0 +1,60 @@
+/* Configuration tables of the core, and the list of every table of the library. */
+#include "core/core_config.h"
+
+#include <stddef.h>
+
+#include "tuning/select.h"
+#include "util/log.h"
+
+static const chorus__config_var_t core_vars[] = {
+    {"CHORUS_TIMEOUT", "300",
+     "seconds any wait may last (rendezvous, connection setup, each collective) before it "
+     "fails with CHORUS_ERR_TIMEOUT; a silent or dead peer is reported within this bound",
+     chorus__config_parse_double, offsetof(chorus__core_config_t, timeout_s)},
+    {"CHORUS_CHUNK_SIZE", "256K",
+     "bytes per pipeline chunk: large messages are split so that sending one chunk "
+     "overlaps reducing the previous one (K, M, G suffixes)",
+     chorus__config_parse_size, offsetof(chorus__core_config_t, chunk_bytes)},
+    {"CHORUS_TRANSPORT", "tcp",
+     "transport between ranks (built in: tcp)",
+     chorus__config_parse_string, offsetof(chorus__core_config_t, transport)},
+    {"CHORUS_IFADDR", "",
+     "numeric local address the transport listens on; empty: the local address of the "
+     "connection to the rendezvous store",
+     chorus__config_parse_string, offsetof(chorus__core_config_t, ifaddr)},
+};
+
+const chorus__config_table_t chorus__core_config_table = {
+    "core", "core: timeouts, pipelining, transport",
+    core_vars, sizeof(core_vars) / sizeof(core_vars[0]),
+};
+
+static const chorus__config_var_t launch_vars[] = {
+    {"CHORUS_RANK", "",
+     "this process's rank, 0 to size-1 (else torchrun's RANK)",
+     chorus__config_parse_string, offsetof(chorus__launch_config_t, rank)},
+    {"CHORUS_SIZE", "",
+     "number of ranks in the job (else torchrun's WORLD_SIZE)",
+     chorus__config_parse_string, offsetof(chorus__launch_config_t, size)},
+    {"CHORUS_ADDR", "",
+     "host:port of the rendezvous store, hosted by rank 0 (else MASTER_ADDR:MASTER_PORT)",
+     chorus__config_parse_string, offsetof(chorus__launch_config_t, addr)},
+    {"CHORUS_SECRET", "",
+     "job secret every peer proves it holds (chorus-run makes one per job); when empty a "
+     "value derived from the rendezvous address is used and a warning says that peers are "
+     "not authenticated against outsiders",
+     chorus__config_parse_string, offsetof(chorus__launch_config_t, secret)},
+};
+
+const chorus__config_table_t chorus__launch_config_table = {
+    "launch", "launch: how a communicator is created from the environment",
+    launch_vars, sizeof(launch_vars) / sizeof(launch_vars[0]),
+};
+
+const chorus__config_table_t *const chorus__config_tables[] = {
+    &chorus__launch_config_table,
+    &chorus__log_config_table,
+    &chorus__core_config_table,
+    &tune_config_table,
+    NULL,
+};

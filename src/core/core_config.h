@@ -1,0 +1,25 @@
+/* The core's configuration: read once per communicator from its table. */
+#ifndef CHORUS_CORE_CONFIG_H
+#define CHORUS_CORE_CONFIG_H
+
+#include "util/config.h"
+
+typedef struct {
+    double timeout_s;           /* CHORUS_TIMEOUT */
+    size_t chunk_bytes;         /* CHORUS_CHUNK_SIZE */
+    chorus__config_str_t transport;  /* CHORUS_TRANSPORT */
+    chorus__config_str_t ifaddr;     /* CHORUS_IFADDR */
+} chorus__core_config_t;
+
+/* What a job is launched with: read by chorus_comm_create_from_env. */
+typedef struct {
+    chorus__config_str_t rank;
+    chorus__config_str_t size;
+    chorus__config_str_t addr;
+    chorus__config_str_t secret;
+} chorus__launch_config_t;
+
+extern const chorus__config_table_t chorus__core_config_table;
+extern const chorus__config_table_t chorus__launch_config_table;
+
+#endif
