@@ -1,0 +1,356 @@
+/*
+ * chorus-perf: bandwidth and correctness of chorus collectives over a sweep
+ * of message sizes, in the style of nccl-tests. Uses the public API only.
+ *
+ * With -np N it starts N local ranks of itself through the launcher that
+ * chorus-run uses; otherwise it runs as one rank of whatever job started it
+ * and builds its communicator with chorus_comm_create_from_env().
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "chorus.h"
+#include "perf/perf_check.h"
+#include "perf/perf_data.h"
+#include "perf/perf_opts.h"
+#include "perf/perf_report.h"
+#include "tools/launch.h"
+
+/* Set in the ranks chorus-perf -np starts, so that they never start more. */
+#define PERF_LAUNCHED_VAR "CHORUS_PERF_LAUNCHED"
+
+typedef struct {
+    const perf_opts_t *opts;
+    chorus_comm_t comm;
+    int rank, nranks;
+    void *send, *recv;     /* opts->maxbytes each: enough for any row, in place too */
+    FILE *json_f;          /* rank 0 with --json only */
+    perf_json_t json;
+    long long wrong_total;
+    double busbw_sum;
+    long busbw_n;
+} perf_ctx_t;
+
+static double perf_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/*
+ * A failed call leaves the other ranks blocked in the same collective:
+ * aborting makes their calls fail too instead of waiting for the timeout.
+ */
+static void perf_die(perf_ctx_t *c, const perf_args_t *a, chorus_status_t st)
+{
+    const perf_dtype_info_t *info = perf_dtype_info(a->dtype);
+
+    fprintf(stderr, "chorus-perf: rank %d: %s of %zu bytes (%s, %s, root %d) failed: %s\n",
+            c->rank, perf_coll_info(a->coll)->name, perf_msg_bytes(a),
+            info ? info->name : "?", perf_coll_info(a->coll)->reduces ?
+            perf_op_name(a->op) : "none", perf_coll_info(a->coll)->rooted ? a->root : -1,
+            chorus_status_string(st));
+    chorus_comm_abort(c->comm);
+    chorus_comm_destroy(c->comm);
+    exit(1);
+}
+
+static chorus_status_t perf_call(perf_ctx_t *c, const perf_args_t *a, int in_place)
+{
+    void *s, *r;
+
+    perf_buffers(a, in_place, c->send, c->recv, &s, &r);
+    switch (a->coll) {
+    case PERF_ALLREDUCE:
+        return chorus_allreduce(s, r, a->count, a->dtype, a->op, c->comm, NULL);
+    case PERF_ALLGATHER:
+        return chorus_allgather(s, r, a->count, a->dtype, c->comm, NULL);
+    case PERF_BROADCAST:
+        return chorus_broadcast(s, r, a->count, a->dtype, a->root, c->comm, NULL);
+    case PERF_REDUCE_SCATTER:
+        return chorus_reduce_scatter(s, r, a->count, a->dtype, a->op, c->comm, NULL);
+    case PERF_REDUCE:
+        return chorus_reduce(s, r, a->count, a->dtype, a->op, a->root, c->comm, NULL);
+    case PERF_ALLTOALL:
+        return chorus_alltoall(s, r, a->count, a->dtype, c->comm, NULL);
+    case PERF_BARRIER:
+        return chorus_barrier(c->comm, NULL);
+    default:
+        return CHORUS_ERR_INVALID_ARG;
+    }
+}
+
+static void perf_call_or_die(perf_ctx_t *c, const perf_args_t *a, int in_place)
+{
+    chorus_status_t st = perf_call(c, a, in_place);
+    if (st != CHORUS_OK)
+        perf_die(c, a, st);
+}
+
+/* Allreduce of one value used for the results (time, wrong count). */
+static void perf_reduce_one(perf_ctx_t *c, const perf_args_t *a, void *val,
+                            chorus_dtype_t dtype, chorus_op_t op)
+{
+    chorus_status_t st = chorus_allreduce(val, val, 1, dtype, op, c->comm, NULL);
+    if (st != CHORUS_OK) {
+        fprintf(stderr, "chorus-perf: rank %d: allreduce of the results failed\n", c->rank);
+        perf_die(c, a, st);
+    }
+}
+
+/* The slowest rank's average time per call, in microseconds. */
+static double perf_time(perf_ctx_t *c, const perf_args_t *a, int in_place)
+{
+    double t0, us;
+    chorus_status_t st;
+
+    for (int i = 0; i < c->opts->warmup; i++)
+        perf_call_or_die(c, a, in_place);
+    st = chorus_barrier(c->comm, NULL);
+    if (st != CHORUS_OK)
+        perf_die(c, a, st);
+    t0 = perf_now();
+    for (int i = 0; i < c->opts->iters; i++)
+        perf_call_or_die(c, a, in_place);
+    us = (perf_now() - t0) * 1e6 / c->opts->iters;
+    perf_reduce_one(c, a, &us, CHORUS_FLOAT64, CHORUS_MAX);
+    return us;
+}
+
+/* One untimed call on known inputs; the wrong elements of all ranks. */
+static long long perf_verify(perf_ctx_t *c, const perf_args_t *a, int in_place)
+{
+    int64_t wrong;
+
+    perf_fill(a, in_place, c->send, c->recv);
+    perf_call_or_die(c, a, in_place);
+    wrong = (int64_t)perf_check(a, in_place, c->send, c->recv);
+    perf_reduce_one(c, a, &wrong, CHORUS_INT64, CHORUS_SUM);
+    return (long long)wrong;
+}
+
+static void perf_run_row(perf_ctx_t *c, const perf_args_t *a)
+{
+    const perf_coll_info_t *info = perf_coll_info(a->coll);
+    perf_row_t row = {
+        .coll = a->coll, .dtype = a->dtype,
+        .op = info->reduces ? (int)a->op : -1,
+        .root = info->rooted ? a->root : -1,
+        .bytes = perf_msg_bytes(a), .elems = perf_msg_elems(a),
+    };
+
+    for (int k = 0; k < 2; k++) {
+        /* Timed calls run on check values too, so no NaN or denormal skews them. */
+        perf_fill(a, k, c->send, c->recv);
+        row.time_us[k] = perf_time(c, a, k);
+        row.wrong[k] = c->opts->check ? perf_verify(c, a, k) : -1;
+        if (row.wrong[k] > 0)
+            c->wrong_total += row.wrong[k];
+    }
+    perf_row_bandwidth(&row, c->nranks);
+    if (a->coll != PERF_BARRIER) {
+        c->busbw_sum += row.busbw[0] + row.busbw[1];
+        c->busbw_n += 2;
+    }
+    if (c->rank == 0) {
+        perf_print_row(stdout, &row);
+        if (c->json_f != NULL)
+            perf_json_row(&c->json, &row);
+    }
+}
+
+/* Every size of the sweep; sizes that round to the same count run once. */
+static void perf_sweep(perf_ctx_t *c, perf_args_t *a)
+{
+    size_t bytes = c->opts->minbytes, last_count = 0;
+    int done = 0, first = 1;
+
+    while (!done) {
+        a->count = perf_count_for_bytes(a->coll, a->dtype, c->nranks, bytes);
+        if (first || a->count != last_count)
+            perf_run_row(c, a);
+        first = 0;
+        last_count = a->count;
+        bytes = perf_next_size(c->opts, bytes, &done);
+    }
+}
+
+/* Loops over dtype, op and root where the options say "all". */
+static void perf_run_coll(perf_ctx_t *c, perf_coll_t coll)
+{
+    const perf_opts_t *o = c->opts;
+    const perf_coll_info_t *info = perf_coll_info(coll);
+    perf_args_t a = {.coll = coll, .rank = c->rank, .nranks = c->nranks};
+    int d0 = o->dtype == PERF_ALL ? 0 : o->dtype;
+    int d1 = o->dtype == PERF_ALL ? CHORUS_DTYPE_COUNT - 1 : o->dtype;
+    int op0 = o->op == PERF_ALL ? 0 : o->op;
+    int op1 = !info->reduces ? op0 : o->op == PERF_ALL ? CHORUS_OP_COUNT - 1 : o->op;
+    int r0 = o->root == PERF_ALL ? 0 : o->root;
+    int r1 = !info->rooted ? r0 : o->root == PERF_ALL ? c->nranks - 1 : o->root;
+
+    if (c->rank == 0)
+        perf_print_header(stdout, o, coll, c->nranks, chorus_comm_local_size(c->comm));
+    if (coll == PERF_BARRIER) {
+        a.dtype = CHORUS_UINT8;
+        perf_run_row(c, &a);
+        return;
+    }
+    for (int d = d0; d <= d1; d++) {
+        for (int op = op0; op <= op1; op++) {
+            for (int root = r0; root <= r1; root++) {
+                a.dtype = (chorus_dtype_t)d;
+                a.op = (chorus_op_t)op;
+                a.root = root;
+                perf_sweep(c, &a);
+            }
+        }
+    }
+}
+
+/* ---- setup ------------------------------------------------------------------ */
+
+static int perf_alloc(perf_ctx_t *c)
+{
+    size_t bytes = c->opts->maxbytes > 0 ? c->opts->maxbytes : 1;
+
+    if (posix_memalign(&c->send, 4096, bytes) != 0 ||
+        posix_memalign(&c->recv, 4096, bytes) != 0) {
+        fprintf(stderr, "chorus-perf: rank %d: cannot allocate 2 buffers of %zu bytes\n",
+                c->rank, bytes);
+        return -1;
+    }
+    return 0;
+}
+
+/* Rank 0 opens the JSON file; every rank learns whether that worked. */
+static int perf_open_json(perf_ctx_t *c)
+{
+    int32_t failed = 0;
+    perf_args_t none = {.coll = PERF_BARRIER};
+
+    if (c->opts->json_path == NULL)
+        return 0;
+    if (c->rank == 0) {
+        c->json_f = fopen(c->opts->json_path, "w");
+        if (c->json_f == NULL) {
+            perror(c->opts->json_path);
+            failed = 1;
+        } else {
+            perf_json_begin(&c->json, c->json_f, c->opts, c->nranks);
+        }
+    }
+    perf_reduce_one(c, &none, &failed, CHORUS_INT32, CHORUS_MAX);
+    return failed ? -1 : 0;
+}
+
+static int perf_finish(perf_ctx_t *c)
+{
+    double avg = c->busbw_n > 0 ? c->busbw_sum / (double)c->busbw_n : 0;
+
+    if (c->rank != 0)
+        return 0;
+    perf_print_footer(stdout, c->wrong_total, avg, c->opts->check);
+    if (c->json_f != NULL) {
+        perf_json_end(&c->json, c->wrong_total, avg, c->opts->check);
+        if (fclose(c->json_f) != 0) {
+            perror(c->opts->json_path);
+            return -1;
+        }
+        c->json_f = NULL;
+    }
+    return 0;
+}
+
+static int perf_main(const perf_opts_t *opts)
+{
+    perf_ctx_t c = {.opts = opts};
+    chorus_status_t st;
+    int rc = 1;
+
+    st = chorus_comm_create_from_env(&c.comm);
+    if (st != CHORUS_OK) {
+        fprintf(stderr, "chorus-perf: cannot create a communicator from the environment: "
+                "%s (start it with chorus-run or another launcher, or use -np N)\n",
+                chorus_status_string(st));
+        return 1;
+    }
+    c.rank = chorus_comm_rank(c.comm);
+    c.nranks = chorus_comm_size(c.comm);
+    if (opts->root != PERF_ALL && opts->root >= c.nranks) {
+        if (c.rank == 0)
+            fprintf(stderr, "chorus-perf: invalid root %d for -r: the job has %d ranks\n",
+                    opts->root, c.nranks);
+        rc = 2;
+        goto out_comm;
+    }
+    if (perf_alloc(&c) != 0 || perf_open_json(&c) != 0)
+        goto out_bufs;
+    if (c.rank == 0)
+        printf("# chorus %s\n", chorus_version_string());
+    for (int coll = 0; coll < PERF_COLL_COUNT; coll++) {
+        if (opts->coll == PERF_ALL || opts->coll == coll)
+            perf_run_coll(&c, (perf_coll_t)coll);
+    }
+    rc = perf_finish(&c) != 0 ? 1 : c.wrong_total > 0 ? 1 : 0;
+out_bufs:
+    if (c.json_f != NULL)
+        fclose(c.json_f);
+    free(c.send);
+    free(c.recv);
+out_comm:
+    st = chorus_comm_destroy(c.comm);
+    if (st != CHORUS_OK && rc == 0) {
+        fprintf(stderr, "chorus-perf: rank %d: destroying the communicator failed: %s\n",
+                c.rank, chorus_status_string(st));
+        rc = 1;
+    }
+    return rc;
+}
+
+/* -np N: this program again, N times, without -np, under the local launcher. */
+static int perf_relaunch(int argc, char **argv, const perf_opts_t *opts)
+{
+    launch_opts_t lo = {
+        .nranks = opts->nranks,
+        .progname = "chorus-perf",
+        .exec_path = "/proc/self/exe",
+    };
+    char **args;
+    int rc;
+
+    if (getenv(PERF_LAUNCHED_VAR) != NULL) {
+        fprintf(stderr, "chorus-perf: -np given to a rank that chorus-perf -np started\n");
+        return 2;
+    }
+    args = perf_opts_strip_np(argc, argv, opts);
+    if (args == NULL || setenv(PERF_LAUNCHED_VAR, "1", 1) != 0) {
+        fprintf(stderr, "chorus-perf: out of memory\n");
+        free(args);
+        return 1;
+    }
+    rc = launch_run(&lo, args);
+    free(args);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    perf_opts_t opts;
+    char err[256];
+
+    if (perf_opts_parse(argc, argv, &opts, err, sizeof(err)) != 0) {
+        fprintf(stderr, "chorus-perf: %s\nTry 'chorus-perf --help'.\n", err);
+        return 2;
+    }
+    if (opts.help) {
+        fputs(perf_usage_text, stdout);
+        return 0;
+    }
+    if (opts.nranks > 0)
+        return perf_relaunch(argc, argv, &opts);
+    return perf_main(&opts);
+}

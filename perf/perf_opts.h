@@ -1,0 +1,50 @@
+/* chorus-perf command line. Pure code, tested without the library. */
+#ifndef CHORUS_PERF_OPTS_H
+#define CHORUS_PERF_OPTS_H
+
+#include <stddef.h>
+
+#define PERF_ALL (-1)
+
+typedef struct {
+    int coll;              /* perf_coll_t, or PERF_ALL */
+    size_t minbytes, maxbytes;
+    size_t factor;         /* >= 2 */
+    int iters, warmup;
+    int check;             /* 0 or 1 */
+    int dtype;             /* chorus_dtype_t, or PERF_ALL */
+    int op;                /* chorus_op_t, or PERF_ALL */
+    int root;              /* >= 0, or PERF_ALL */
+    int nranks;            /* -np: ranks to spawn; 0: run under the current launcher */
+    int np_argi;           /* index of "-np" in argv, 0 when absent */
+    const char *json_path; /* NULL: no JSON */
+    int help;
+} perf_opts_t;
+
+/*
+ * Parses argv (argv[0] is the program). Returns 0, or -1 with a message in
+ * err naming the argument and its value.
+ */
+int perf_opts_parse(int argc, char **argv, perf_opts_t *opts, char *err, size_t errlen);
+
+/* "8", "64K", "64M", "1G" (powers of 1024) to bytes; -1 when invalid. */
+int perf_parse_size(const char *text, size_t *bytes_p);
+
+/*
+ * The message sizes of a sweep: the first is minbytes; each next one is
+ * factor times the last (the one after 0 is 1), up to maxbytes. Returns the
+ * size after prev, or 0 with *done_p = 1 at the end.
+ */
+size_t perf_next_size(const perf_opts_t *opts, size_t prev, int *done_p);
+
+/*
+ * A copy of argv without the "-np N" that opts was parsed from, for running
+ * this program again under the launcher. NULL-terminated; free() the array
+ * (the strings are argv's).
+ */
+char **perf_opts_strip_np(int argc, char **argv, const perf_opts_t *opts);
+
+/* The usage text. */
+extern const char perf_usage_text[];
+
+#endif

@@ -1,0 +1,103 @@
+/*
+ * chorus-info: what this build of chorus contains and how it is configured.
+ *   chorus-info              version, features, transports, kernel ISA
+ *   chorus-info -c           every configuration variable: value, default, help
+ *   chorus-info --tune [-n N] the algorithm selection table for N ranks
+ *   chorus-info --man-config the variables as roff, for chorus(7)
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chorus.h"
+#include "config.h"
+#include "core/core_config.h"
+#include "reduce/reduce.h"
+#include "transports/base/transport.h"
+#include "tuning/select.h"
+#include "util/log.h"
+
+static void usage(FILE *out)
+{
+    fputs("usage: chorus-info [-c | --config] [--tune [-n RANKS]] [--man-config] [-h]\n"
+          "  (no option)   version, built-in features, transports, kernel ISA\n"
+          "  -c, --config  every configuration variable with its value, default and help\n"
+          "  --tune        the algorithm selection table (cost-model estimates) for RANKS ranks\n"
+          "                (default: CHORUS_SIZE, else 4)\n"
+          "  --man-config  the variables as roff source, for chorus(7)\n", out);
+}
+
+static void print_summary(void)
+{
+    tl_caps_t caps;
+
+    printf("chorus %s (header %d.%d.%d)\n", chorus_version_string(), CHORUS_VERSION_MAJOR,
+           CHORUS_VERSION_MINOR, CHORUS_VERSION_PATCH);
+    printf("features:%s\n", CHORUS_BUILD_FEATURES[0] ? CHORUS_BUILD_FEATURES : " (none)");
+    tl_tcp_ops.query(&caps);
+    printf("transports: %s (host memory, %s)\n", tl_tcp_ops.name,
+           caps.reach_network ? "network and node" : "node");
+    printf("reduction kernels: %s\n", chorus__reduce_isa());
+    printf("dtypes:");
+    for (int d = 0; d < CHORUS_DTYPE_COUNT; d++)
+        printf(" %s", chorus_dtype_name((chorus_dtype_t)d));
+    printf("\nops:");
+    for (int o = 0; o < CHORUS_OP_COUNT; o++)
+        printf(" %s", chorus_op_name((chorus_op_t)o));
+    printf("\n");
+}
+
+static int print_tune(int ranks)
+{
+    chorus__core_config_t core;
+    tune_config_t tcfg;
+    tune_table_t *table;
+
+    if (chorus__config_read(&chorus__core_config_table, &core) != CHORUS_OK ||
+        chorus__config_read(&tune_config_table, &tcfg) != CHORUS_OK)
+        return 1;
+    if (tune_table_create(&tcfg, ranks, core.chunk_bytes, &table) != CHORUS_OK)
+        return 1;
+    tune_table_print(stdout, table);
+    tune_table_destroy(table);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    int ranks = 0, tune = 0;
+
+    chorus__log_init();
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-c") || !strcmp(argv[i], "--config")) {
+            chorus__config_print(stdout, 0);
+            return 0;
+        } else if (!strcmp(argv[i], "--man-config")) {
+            chorus__config_print(stdout, 1);
+            return 0;
+        } else if (!strcmp(argv[i], "--tune")) {
+            tune = 1;
+        } else if (!strcmp(argv[i], "-n") && i + 1 < argc) {
+            ranks = atoi(argv[++i]);
+            if (ranks < 1) {
+                fprintf(stderr, "chorus-info: invalid rank count '%s'\n", argv[i]);
+                return 2;
+            }
+        } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            usage(stdout);
+            return 0;
+        } else {
+            fprintf(stderr, "chorus-info: unknown option '%s'\n", argv[i]);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (tune) {
+        const char *size = getenv("CHORUS_SIZE");
+        if (ranks == 0)
+            ranks = size && atoi(size) > 0 ? atoi(size) : 4;
+        return print_tune(ranks);
+    }
+    print_summary();
+    return 0;
+}
