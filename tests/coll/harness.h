@@ -1,0 +1,34 @@
+/*
+ * Multi-process test harness: fork N ranks on this machine, each with a
+ * communicator created from explicit arguments (a fresh port on 127.0.0.1
+ * and a fresh secret), run a function on every rank, and collect exit codes
+ * with a deadline so a hung rank fails the test instead of hanging it.
+ */
+#ifndef CHORUS_TEST_HARNESS_H
+#define CHORUS_TEST_HARNESS_H
+
+#include "chorus.h"
+
+typedef int (*harness_rank_fn)(chorus_comm_t comm, int rank, int size, void *arg);
+
+typedef struct {
+    int nranks;
+    double timeout_s;       /* communicator timeout (CHORUS_TIMEOUT of the ranks) */
+    double deadline_s;      /* the harness kills every rank after this long */
+    int kill_rank;          /* rank to SIGKILL after kill_after_s, or -1 */
+    double kill_after_s;
+} harness_opts_t;
+
+/*
+ * Run fn on every rank. status_out[r] receives rank r's exit code (0..255),
+ * 128+signal when killed, or -1 when it had to be killed at the deadline.
+ * elapsed_out[r] (may be NULL) receives how long rank r ran, in seconds.
+ * Returns 0 when every rank that was not deliberately killed exited 0.
+ */
+int harness_run(const harness_opts_t *opts, harness_rank_fn fn, void *arg, int *status_out,
+                double *elapsed_out);
+
+/* A free TCP port on 127.0.0.1 (bound then released). */
+int harness_free_port(void);
+
+#endif

@@ -1,0 +1,48 @@
+#!/bin/sh
+# A user's program against the installed-style library: under chorus-run -n 5,
+# under torchrun-style variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT),
+# and, when an MPI was found, an MPI program under mpirun -np 4.
+#
+# Environment: HELLO (the example binary), CHORUS_RUN, and optionally
+# MPI_EXAMPLE and MPIRUN.
+set -u
+FAILED=0
+CHECKS=0
+check() {
+    desc=$1; shift
+    CHECKS=$((CHECKS + 1))
+    if ! "$@"; then FAILED=$((FAILED + 1)); echo "FAIL: $desc"; fi
+}
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/chorus-examples.XXXXXX") || exit 2
+trap 'rm -rf "$TMP"' EXIT
+
+timeout -k 5 60 "$CHORUS_RUN" -n 5 "$HELLO" > "$TMP/run" 2>&1
+check "hello under chorus-run -n 5 exits 0 (got $?)" [ $? -eq 0 ]
+check "five ranks say ok" [ "$(grep -c ': ok' "$TMP/run")" -eq 5 ]
+
+# torchrun-style: no CHORUS_* variables, a free port from the kernel.
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null || echo 29517)
+pids=""
+for r in 0 1 2; do
+    env -u CHORUS_RANK -u CHORUS_SIZE -u CHORUS_ADDR -u CHORUS_SECRET \
+        RANK=$r WORLD_SIZE=3 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+        timeout -k 5 60 "$HELLO" > "$TMP/torch.$r" 2>&1 &
+    pids="$pids $!"
+done
+rc=0
+for p in $pids; do wait "$p" || rc=$?; done
+check "hello under torchrun-style variables exits 0 (got $rc)" [ "$rc" -eq 0 ]
+check "three ranks say ok" [ "$(cat "$TMP"/torch.* | grep -c ': ok')" -eq 3 ]
+check "missing secret is warned about" grep -q "no CHORUS_SECRET" "$TMP/torch.0"
+
+if [ -n "${MPI_EXAMPLE:-}" ]; then
+    timeout -k 5 120 "$MPIRUN" --allow-run-as-root --oversubscribe -np 4 "$MPI_EXAMPLE" \
+        > "$TMP/mpi" 2>&1
+    rc=$?
+    check "mpi example under mpirun -np 4 exits 0 (got $rc)" [ "$rc" -eq 0 ]
+    check "chorus matches MPI" grep -q "matches MPI" "$TMP/mpi"
+    [ "$rc" -eq 0 ] || tail -n 20 "$TMP/mpi"
+fi
+[ "$FAILED" -eq 0 ] || cat "$TMP/run"
+echo "test_examples: $((CHECKS - FAILED))/$CHECKS checks passed"
+[ "$FAILED" -eq 0 ]
