@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "chorus.h"
+#include "coll/scratch_pool.h"
 #include "transports/base/transport.h"
 
 typedef enum {
@@ -75,8 +76,9 @@ typedef struct {
     coll_step_t *steps;
     size_t nsteps;
     size_t capacity;
-    void **scratch;         /* allocations freed with the schedule */
+    coll_pool_buf_t *scratch;   /* allocations returned with the schedule */
     size_t nscratch;
+    coll_scratch_pool_t *pool;  /* where scratch comes from and goes back to; may be NULL */
     chorus_dtype_t dtype;
     chorus_op_t op;
     int nranks;             /* for FINALIZE */

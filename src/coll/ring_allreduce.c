@@ -3,7 +3,9 @@
  * block cut into pipeline chunks. Steps are appended ring step by ring
  * step, chunk by chunk, so chunk k+1 travels while chunk k is reduced.
  *
- * Reduce-scatter: a received chunk lands in one of a few scratch slots and
+ * Reduce-scatter: received chunk c lands in scratch slot c (one block of
+ * scratch, so every receive of a ring step can be posted before its data
+ * arrives instead of being buffered as unexpected by the transport) and
  * is reduced with this rank's own data straight into recvbuf, which then
  * holds the partial that the next ring step sends. The owned block (block
  * rank) is finalized (AVG's division) before the allgather passes it on,
@@ -17,8 +19,6 @@
 #include "coll/ring.h"
 #include "util/log.h"
 
-#define RING_AR_SLOTS 4
-
 typedef struct {
     const coll_args_t *args;
     coll_sched_t *sched;
@@ -27,9 +27,8 @@ typedef struct {
     size_t nchunks;         /* chunks of the largest block: the tag stride */
     char *send;             /* sendbuf (== recv when in place) */
     char *recv;
-    char *slots;            /* RING_AR_SLOTS chunk-sized receive buffers */
-    long slot_user[RING_AR_SLOTS];  /* last step that read each slot */
-    long slot_next;
+    char *slots;            /* nchunks chunk-sized receive buffers: slot c for chunk c */
+    long *slot_user;        /* per slot: last step that read it */
     long *prev;             /* per chunk: last step producing that chunk of the block in hand */
     long *rs_send;          /* per (step, chunk): reduce-scatter sends, read by allgather receives */
 } ring_ar_t;
@@ -70,17 +69,16 @@ static chorus_status_t ring_ar_rs_step(ring_ar_t *st, int s)
         }
         if (c * st->chunk < rn) {
             size_t bytes = chunk_len(rn, st->chunk, c) * st->esize;
-            int slot = (int)(st->slot_next++ % RING_AR_SLOTS);
-            char *buf = st->slots + (size_t)slot * st->chunk * st->esize;
+            char *buf = st->slots + off;
             long r = coll_sched_recv(st->sched, left, tag + (uint32_t)c, buf, bytes,
-                                     &st->slot_user[slot], 1);
+                                     &st->slot_user[c], 1);
             if (r < 0)
                 return CHORUS_ERR_NO_MEMORY;
             idx = coll_sched_reduce(st->sched, st->recv + roff + off, buf,
                                     st->send + roff + off, bytes, &r, 1);
             if (idx < 0)
                 return CHORUS_ERR_NO_MEMORY;
-            st->slot_user[slot] = idx;
+            st->slot_user[c] = idx;
             st->prev[c] = idx;
         }
     }
@@ -200,21 +198,21 @@ static chorus_status_t ring_allreduce_build(const coll_args_t *args, coll_sched_
     max_block = coll_ring_block_count(args->count, args->size, 0);
     st.chunk = coll_chunk_elems(args->chunk_bytes, st.esize, max_block, 2L * (args->size - 1));
     st.nchunks = coll_chunk_count(max_block, st.chunk);
-    st.slots = coll_sched_alloc(sched, RING_AR_SLOTS * st.chunk * st.esize);
+    st.slots = coll_sched_alloc(sched, st.nchunks * st.chunk * st.esize);
+    st.slot_user = malloc(st.nchunks * sizeof(*st.slot_user));
     st.prev = malloc(st.nchunks * sizeof(*st.prev));
     st.rs_send = malloc((size_t)(args->size - 1) * st.nchunks * sizeof(*st.rs_send));
-    if (st.slots == NULL || st.prev == NULL || st.rs_send == NULL) {
+    if (st.slots == NULL || st.slot_user == NULL || st.prev == NULL || st.rs_send == NULL) {
         status = CHORUS_ERR_NO_MEMORY;
         goto out;
     }
-    for (int i = 0; i < RING_AR_SLOTS; i++)
-        st.slot_user[i] = -1;
     for (size_t c = 0; c < st.nchunks; c++)
-        st.prev[c] = -1;
+        st.prev[c] = st.slot_user[c] = -1;
     for (size_t i = 0; i < (size_t)(args->size - 1) * st.nchunks; i++)
         st.rs_send[i] = -1;
     status = ring_ar_phases(&st);
 out:
+    free(st.slot_user);
     free(st.prev);
     free(st.rs_send);
     return status;

@@ -60,7 +60,7 @@ void coll_sched_finalize(coll_sched_t *sched)
         return;
     }
     for (size_t i = 0; i < sched->nscratch; i++)
-        free(sched->scratch[i]);
+        coll_pool_put(sched->pool, sched->scratch[i]);
     free(sched->scratch);
     free(sched->steps);
     memset(sched, 0, sizeof(*sched));
@@ -69,18 +69,17 @@ void coll_sched_finalize(coll_sched_t *sched)
 
 void *coll_sched_alloc(coll_sched_t *sched, size_t bytes)
 {
-    void **list;
-    void *mem;
+    coll_pool_buf_t *list, buf;
 
     list = realloc(sched->scratch, (sched->nscratch + 1) * sizeof(*list));
     if (list == NULL)
         return NULL;
     sched->scratch = list;
-    mem = malloc(bytes > 0 ? bytes : 1);
-    if (mem == NULL)
+    buf = coll_pool_get(sched->pool, bytes);
+    if (buf.mem == NULL)
         return NULL;
-    sched->scratch[sched->nscratch++] = mem;
-    return mem;
+    sched->scratch[sched->nscratch++] = buf;
+    return buf.mem;
 }
 
 /*

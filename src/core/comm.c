@@ -231,6 +231,7 @@ chorus_status_t chorus__comm_create(const comm_create_params_t *p, chorus_comm_t
     comm->local_size = 1;
     comm->epoll_fd = comm->wake_fd = -1;
     pthread_mutex_init(&comm->lock, NULL);
+    coll_pool_init(&comm->scratch_pool);
     {
         pthread_condattr_t attr;
         pthread_condattr_init(&attr);
@@ -272,6 +273,7 @@ err_tl:
     if (comm->tl_ctx)
         comm->tl->ctx_destroy(comm->tl_ctx);
 err_free:
+    coll_pool_destroy(&comm->scratch_pool);
     pthread_cond_destroy(&comm->cond);
     pthread_mutex_destroy(&comm->lock);
     free(comm);
@@ -308,6 +310,7 @@ chorus_status_t chorus_comm_destroy(chorus_comm_t comm)
     chorus__progress_stop(comm);
     comm->tl->ctx_destroy(comm->tl_ctx);
     tune_table_destroy(comm->tune);
+    coll_pool_destroy(&comm->scratch_pool);
     pthread_cond_destroy(&comm->cond);
     pthread_mutex_destroy(&comm->lock);
     free(comm);

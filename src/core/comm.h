@@ -36,6 +36,7 @@ struct chorus_comm {
     int local_size;
     chorus__core_config_t cfg;
     tune_table_t *tune;
+    coll_scratch_pool_t scratch_pool;   /* scratch of large schedules, reused across calls */
 
     const tl_ops_t *tl;
     tl_ctx_t *tl_ctx;

@@ -54,6 +54,7 @@ chorus_status_t chorus__request_post(chorus_comm_t comm, const coll_args_t *args
         goto err_free;
     }
     coll_sched_init(&req->sched, args->dtype, args->op, args->size);
+    req->sched.pool = &comm->scratch_pool;
     status = req->alg->build(&req->args, &req->sched);
     if (status != CHORUS_OK) {
         chorus_error("rank %d: %s %s of %zu elements could not be scheduled: %s", comm->rank,

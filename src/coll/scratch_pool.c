@@ -1,0 +1,76 @@
+/* Scratch buffer cache: see scratch_pool.h. */
+#include "coll/scratch_pool.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* A cached buffer serves a request at most this many times its size. */
+#define POOL_MAX_WASTE 4
+
+void coll_pool_init(coll_scratch_pool_t *pool)
+{
+    memset(pool, 0, sizeof(*pool));
+    pthread_mutex_init(&pool->lock, NULL);
+}
+
+void coll_pool_destroy(coll_scratch_pool_t *pool)
+{
+    for (int i = 0; i < COLL_POOL_SLOTS; i++)
+        free(pool->slots[i].mem);
+    pthread_mutex_destroy(&pool->lock);
+    memset(pool, 0, sizeof(*pool));
+}
+
+coll_pool_buf_t coll_pool_get(coll_scratch_pool_t *pool, size_t bytes)
+{
+    coll_pool_buf_t buf = {NULL, bytes > 0 ? bytes : 1};
+    int best = -1;
+
+    if (pool != NULL) {
+        pthread_mutex_lock(&pool->lock);
+        for (int i = 0; i < COLL_POOL_SLOTS; i++) {
+            size_t size = pool->slots[i].size;
+            if (pool->slots[i].mem == NULL || size < buf.size ||
+                size / POOL_MAX_WASTE > buf.size)
+                continue;
+            if (best < 0 || size < pool->slots[best].size)
+                best = i;
+        }
+        if (best >= 0) {
+            buf = pool->slots[best];
+            pool->slots[best].mem = NULL;
+            pool->slots[best].size = 0;
+        }
+        pthread_mutex_unlock(&pool->lock);
+    }
+    if (buf.mem == NULL)
+        buf.mem = malloc(buf.size);
+    return buf;
+}
+
+void coll_pool_put(coll_scratch_pool_t *pool, coll_pool_buf_t buf)
+{
+    int victim = -1;
+
+    if (buf.mem == NULL)
+        return;
+    if (pool != NULL) {
+        pthread_mutex_lock(&pool->lock);
+        for (int i = 0; i < COLL_POOL_SLOTS; i++) {
+            if (pool->slots[i].mem == NULL) {
+                victim = i;
+                break;
+            }
+            if (pool->slots[i].size < buf.size &&
+                (victim < 0 || pool->slots[i].size < pool->slots[victim].size))
+                victim = i;
+        }
+        if (victim >= 0) {
+            coll_pool_buf_t old = pool->slots[victim];
+            pool->slots[victim] = buf;
+            buf = old;
+        }
+        pthread_mutex_unlock(&pool->lock);
+    }
+    free(buf.mem);
+}
