@@ -22,11 +22,21 @@
 /* Set in the ranks chorus-perf -np starts, so that they never start more. */
 #define PERF_LAUNCHED_VAR "CHORUS_PERF_LAUNCHED"
 
+/* Buffer pairs rotated through by the timed loop, and the memory they may take per rank. */
+#define PERF_MAX_SETS 4
+#define PERF_ROTATE_BYTES (1024UL << 20)
+
 typedef struct {
     const perf_opts_t *opts;
     chorus_comm_t comm;
     int rank, nranks;
     void *send, *recv;     /* opts->maxbytes each: enough for any row, in place too */
+    /*
+     * Timed iterations rotate over nsets buffer pairs (set 0 is send/recv) so
+     * that large sizes are not measured cache-warm.
+     */
+    void *set_send[PERF_MAX_SETS], *set_recv[PERF_MAX_SETS];
+    int nsets;
     FILE *json_f;          /* rank 0 with --json only */
     perf_json_t json;
     long long wrong_total;
@@ -59,11 +69,11 @@ static void perf_die(perf_ctx_t *c, const perf_args_t *a, chorus_status_t st)
     exit(1);
 }
 
-static chorus_status_t perf_call(perf_ctx_t *c, const perf_args_t *a, int in_place)
+static chorus_status_t perf_call(perf_ctx_t *c, const perf_args_t *a, int in_place, int set)
 {
     void *s, *r;
 
-    perf_buffers(a, in_place, c->send, c->recv, &s, &r);
+    perf_buffers(a, in_place, c->set_send[set], c->set_recv[set], &s, &r);
     switch (a->coll) {
     case PERF_ALLREDUCE:
         return chorus_allreduce(s, r, a->count, a->dtype, a->op, c->comm, NULL);
@@ -84,9 +94,9 @@ static chorus_status_t perf_call(perf_ctx_t *c, const perf_args_t *a, int in_pla
     }
 }
 
-static void perf_call_or_die(perf_ctx_t *c, const perf_args_t *a, int in_place)
+static void perf_call_or_die(perf_ctx_t *c, const perf_args_t *a, int in_place, int set)
 {
-    chorus_status_t st = perf_call(c, a, in_place);
+    chorus_status_t st = perf_call(c, a, in_place, set);
     if (st != CHORUS_OK)
         perf_die(c, a, st);
 }
@@ -109,13 +119,13 @@ static double perf_time(perf_ctx_t *c, const perf_args_t *a, int in_place)
     chorus_status_t st;
 
     for (int i = 0; i < c->opts->warmup; i++)
-        perf_call_or_die(c, a, in_place);
+        perf_call_or_die(c, a, in_place, i % c->nsets);
     st = chorus_barrier(c->comm, NULL);
     if (st != CHORUS_OK)
         perf_die(c, a, st);
     t0 = perf_now();
     for (int i = 0; i < c->opts->iters; i++)
-        perf_call_or_die(c, a, in_place);
+        perf_call_or_die(c, a, in_place, i % c->nsets);
     us = (perf_now() - t0) * 1e6 / c->opts->iters;
     perf_reduce_one(c, a, &us, CHORUS_FLOAT64, CHORUS_MAX);
     return us;
@@ -127,7 +137,7 @@ static long long perf_verify(perf_ctx_t *c, const perf_args_t *a, int in_place)
     int64_t wrong;
 
     perf_fill(a, in_place, c->send, c->recv);
-    perf_call_or_die(c, a, in_place);
+    perf_call_or_die(c, a, in_place, 0);
     wrong = (int64_t)perf_check(a, in_place, c->send, c->recv);
     perf_reduce_one(c, a, &wrong, CHORUS_INT64, CHORUS_SUM);
     return (long long)wrong;
@@ -216,13 +226,22 @@ static void perf_run_coll(perf_ctx_t *c, perf_coll_t coll)
 static int perf_alloc(perf_ctx_t *c)
 {
     size_t bytes = c->opts->maxbytes > 0 ? c->opts->maxbytes : 1;
+    size_t fit = PERF_ROTATE_BYTES / (2 * bytes);
 
-    if (posix_memalign(&c->send, 4096, bytes) != 0 ||
-        posix_memalign(&c->recv, 4096, bytes) != 0) {
-        fprintf(stderr, "chorus-perf: rank %d: cannot allocate 2 buffers of %zu bytes\n",
-                c->rank, bytes);
-        return -1;
+    c->nsets = fit < 1 ? 1 : fit > PERF_MAX_SETS ? PERF_MAX_SETS : (int)fit;
+    for (int i = 0; i < c->nsets; i++) {
+        if (posix_memalign(&c->set_send[i], 4096, bytes) != 0 ||
+            posix_memalign(&c->set_recv[i], 4096, bytes) != 0) {
+            fprintf(stderr, "chorus-perf: rank %d: cannot allocate %d buffers of %zu bytes\n",
+                    c->rank, 2 * c->nsets, bytes);
+            return -1;
+        }
+        /* Touch every page now, so the first timed calls do not pay for faults. */
+        memset(c->set_send[i], 0, bytes);
+        memset(c->set_recv[i], 0, bytes);
     }
+    c->send = c->set_send[0];
+    c->recv = c->set_recv[0];
     return 0;
 }
 
@@ -290,7 +309,8 @@ static int perf_main(const perf_opts_t *opts)
     if (perf_alloc(&c) != 0 || perf_open_json(&c) != 0)
         goto out_bufs;
     if (c.rank == 0)
-        printf("# chorus %s\n", chorus_version_string());
+        printf("# chorus %s, %d rotating buffer pair%s per rank\n", chorus_version_string(),
+               c.nsets, c.nsets == 1 ? "" : "s");
     for (int coll = 0; coll < PERF_COLL_COUNT; coll++) {
         if (opts->coll == PERF_ALL || opts->coll == coll)
             perf_run_coll(&c, (perf_coll_t)coll);
@@ -299,8 +319,10 @@ static int perf_main(const perf_opts_t *opts)
 out_bufs:
     if (c.json_f != NULL)
         fclose(c.json_f);
-    free(c.send);
-    free(c.recv);
+    for (int i = 0; i < PERF_MAX_SETS; i++) {
+        free(c.set_send[i]);
+        free(c.set_recv[i]);
+    }
 out_comm:
     st = chorus_comm_destroy(c.comm);
     if (st != CHORUS_OK && rc == 0) {

@@ -347,7 +347,7 @@ def configuration(args):
         "chorus": {"perf": os.path.abspath(args.chorus_perf),
                    "variant_compared": args.chorus_variant,
                    "check": 1,
-                   "buffers": "chorus-perf's own (one send and one receive buffer)",
+                   "buffers": "chorus-perf's own: up to 4 rotating send/receive pairs per rank (1 GiB cap)",
                    "env": env,
                    "config_in_effect": chorus_info_config(args.chorus_perf)},
         "gloo": {"python": TORCH_PYTHON, "worker": WORKER,
