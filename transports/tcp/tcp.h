@@ -41,6 +41,7 @@ typedef struct {
 /* A message that arrived before its receive was posted. */
 typedef struct tl_tcp_ue {
     struct tl_tcp_ue *next;
+    size_t capacity;            /* bytes of data allocated (>= length) */
     uint64_t tag;
     uint64_t length;
     int complete;               /* all payload bytes are in data */
@@ -81,6 +82,8 @@ typedef struct {
     tl_tcp_ue_t *rx_ue;         /* unexpected buffer the payload lands in, or NULL */
 } tl_tcp_peer_t;
 
+#define TL_TCP_UE_CACHE 16
+
 struct tl_ctx {
     int rank;
     int size;
@@ -95,6 +98,13 @@ struct tl_ctx {
     tl_tcp_peer_t *peers;       /* size entries; peers[rank] is this rank (loopback) */
     unsigned char *scratch;     /* sink for the payload of truncated messages */
     size_t scratch_len;
+    /*
+     * Unexpected-message buffers kept for reuse: allocating one per message
+     * makes the kernel fault in fresh pages for every chunk that arrives
+     * before its receive is posted.
+     */
+    tl_tcp_ue_t *ue_cache[TL_TCP_UE_CACHE];
+    int ue_cached;
 };
 
 /* Decode a received header and check it: CHORUS_ERR_PROTOCOL if malformed. */
@@ -106,7 +116,9 @@ void tl_tcp_header_encode(tl_tcp_hdr_t *wire, uint64_t tag, uint64_t length);
 void tl_tcp_peer_init(tl_tcp_peer_t *peer, int rank);
 chorus_status_t tl_tcp_peer_attach(tl_ctx_t *ctx, tl_tcp_peer_t *peer, int fd);
 int tl_tcp_peer_fail(tl_ctx_t *ctx, tl_tcp_peer_t *peer, chorus_status_t status);
-void tl_tcp_peer_free_unexpected(tl_tcp_peer_t *peer);
+void tl_tcp_peer_free_unexpected(tl_ctx_t *ctx, tl_tcp_peer_t *peer);
+/* Free the cached unexpected-message buffers (context teardown). */
+void tl_tcp_ue_cache_clear(tl_ctx_t *ctx);
 int tl_tcp_peer_read(tl_ctx_t *ctx, tl_tcp_peer_t *peer);
 int tl_tcp_peer_write(tl_ctx_t *ctx, tl_tcp_peer_t *peer);
 void tl_tcp_req_complete(tl_req_t *req, chorus_status_t status, size_t length);

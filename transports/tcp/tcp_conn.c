@@ -139,10 +139,28 @@ static tl_tcp_ue_t *ue_take_tag(tl_tcp_peer_t *peer, uint64_t tag, int any)
     return NULL;
 }
 
-static tl_tcp_ue_t *ue_alloc(uint64_t tag, uint64_t length)
-{
-    tl_tcp_ue_t *ue = malloc(sizeof(*ue) + (size_t)length);
+/* A cached buffer serves a message at most this many times smaller than it. */
+#define UE_CACHE_MAX_WASTE 4
 
+static tl_tcp_ue_t *ue_alloc(tl_ctx_t *ctx, uint64_t tag, uint64_t length)
+{
+    tl_tcp_ue_t *ue = NULL;
+    int best = -1;
+
+    for (int i = 0; i < ctx->ue_cached; i++) {
+        size_t cap = ctx->ue_cache[i]->capacity;
+        if (cap >= length && cap / UE_CACHE_MAX_WASTE <= length &&
+            (best < 0 || cap < ctx->ue_cache[best]->capacity))
+            best = i;
+    }
+    if (best >= 0) {
+        ue = ctx->ue_cache[best];
+        ctx->ue_cache[best] = ctx->ue_cache[--ctx->ue_cached];
+    } else {
+        ue = malloc(sizeof(*ue) + (size_t)length);
+        if (ue != NULL)
+            ue->capacity = (size_t)length;
+    }
     if (ue != NULL) {
         ue->next = NULL;
         ue->tag = tag;
@@ -152,12 +170,27 @@ static tl_tcp_ue_t *ue_alloc(uint64_t tag, uint64_t length)
     return ue;
 }
 
-void tl_tcp_peer_free_unexpected(tl_tcp_peer_t *peer)
+/* Keep the buffer for the next unexpected message, or free it when the cache is full. */
+static void ue_release(tl_ctx_t *ctx, tl_tcp_ue_t *ue)
+{
+    if (ctx->ue_cached < TL_TCP_UE_CACHE)
+        ctx->ue_cache[ctx->ue_cached++] = ue;
+    else
+        free(ue);
+}
+
+void tl_tcp_ue_cache_clear(tl_ctx_t *ctx)
+{
+    while (ctx->ue_cached > 0)
+        free(ctx->ue_cache[--ctx->ue_cached]);
+}
+
+void tl_tcp_peer_free_unexpected(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
 {
     tl_tcp_ue_t *ue;
 
     while ((ue = ue_take_tag(peer, 0, 1)) != NULL)
-        free(ue);
+        ue_release(ctx, ue);
     peer->rx_ue = NULL;
 }
 
@@ -217,7 +250,7 @@ int tl_tcp_peer_fail(tl_ctx_t *ctx, tl_tcp_peer_t *peer, chorus_status_t status)
         else
             peer->ue_head = NULL;
         peer->ue_tail = prev;
-        free(peer->rx_ue);
+        ue_release(ctx, peer->rx_ue);
         peer->rx_ue = NULL;
     }
     peer->rx_state = TL_TCP_RX_HEADER;
@@ -328,7 +361,7 @@ static int rx_match(tl_ctx_t *ctx, tl_tcp_peer_t *peer, tl_req_t *req, uint64_t 
 
 static int rx_unexpected(tl_ctx_t *ctx, tl_tcp_peer_t *peer, uint64_t tag, uint64_t length)
 {
-    tl_tcp_ue_t *ue = ue_alloc(tag, length);
+    tl_tcp_ue_t *ue = ue_alloc(ctx, tag, length);
 
     if (ue == NULL) {
         chorus_error("rank %d: no memory for a %llu-byte unexpected message from peer %d",
@@ -518,7 +551,7 @@ static chorus_status_t send_self(tl_ctx_t *ctx, tl_tcp_peer_t *self, tl_req_t *r
             tl_tcp_req_complete(recv, CHORUS_OK, req->capacity);
         }
     } else {
-        tl_tcp_ue_t *ue = ue_alloc(req->tag, req->capacity);
+        tl_tcp_ue_t *ue = ue_alloc(ctx, req->tag, req->capacity);
 
         if (ue == NULL) {
             chorus_error("rank %d: no memory for a %zu-byte message to itself", ctx->rank,
@@ -583,7 +616,7 @@ static void recv_unexpected(tl_ctx_t *ctx, tl_tcp_peer_t *peer, tl_tcp_ue_t *ue,
         tl_tcp_req_complete(req, CHORUS_OK, (size_t)ue->length);
         ctx->deferred++;
     }
-    free(ue);
+    ue_release(ctx, ue);
 }
 
 chorus_status_t tl_tcp_recv_nb(tl_ctx_t *ctx, int peer_rank, void *buf, size_t capacity,

@@ -120,6 +120,7 @@ static void tcp_ctx_free(tl_ctx_t *ctx)
         explicit_bzero(ctx->auth_key, ctx->auth_key_len);
         free(ctx->auth_key);
     }
+    tl_tcp_ue_cache_clear(ctx);
     free(ctx->scratch);
     free(ctx->peers);
     free(ctx);
@@ -240,7 +241,7 @@ static void tcp_fail_all(tl_ctx_t *ctx, chorus_status_t status)
         ctx->fatal = status;
     for (int r = 0; r < ctx->size; r++) {
         n += tl_tcp_peer_fail(ctx, &ctx->peers[r], status);
-        tl_tcp_peer_free_unexpected(&ctx->peers[r]);
+        tl_tcp_peer_free_unexpected(ctx, &ctx->peers[r]);
     }
     /* No new connection may arrive once the context has failed. */
     if (ctx->listen_fd >= 0) {
