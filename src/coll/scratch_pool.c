@@ -1,11 +1,23 @@
 /* Scratch buffer cache: see scratch_pool.h. */
 #include "coll/scratch_pool.h"
 
-#include <stdlib.h>
 #include <string.h>
+
+#include "util/pages.h"
 
 /* A cached buffer serves a request at most this many times its size. */
 #define POOL_MAX_WASTE 4
+/* The pool holds at most this much: beyond it, returned buffers are freed. */
+#define POOL_MAX_BYTES ((size_t)256 << 20)
+
+static size_t pool_bytes(const coll_scratch_pool_t *pool)
+{
+    size_t total = 0;
+
+    for (int i = 0; i < COLL_POOL_SLOTS; i++)
+        total += pool->slots[i].mem ? pool->slots[i].size : 0;
+    return total;
+}
 
 void coll_pool_init(coll_scratch_pool_t *pool)
 {
@@ -16,7 +28,7 @@ void coll_pool_init(coll_scratch_pool_t *pool)
 void coll_pool_destroy(coll_scratch_pool_t *pool)
 {
     for (int i = 0; i < COLL_POOL_SLOTS; i++)
-        free(pool->slots[i].mem);
+        chorus__pages_free(pool->slots[i].mem, pool->slots[i].size);
     pthread_mutex_destroy(&pool->lock);
     memset(pool, 0, sizeof(*pool));
 }
@@ -44,7 +56,7 @@ coll_pool_buf_t coll_pool_get(coll_scratch_pool_t *pool, size_t bytes)
         pthread_mutex_unlock(&pool->lock);
     }
     if (buf.mem == NULL)
-        buf.mem = malloc(buf.size);
+        buf.mem = chorus__pages_alloc(buf.size);
     return buf;
 }
 
@@ -65,6 +77,9 @@ void coll_pool_put(coll_scratch_pool_t *pool, coll_pool_buf_t buf)
                 (victim < 0 || pool->slots[i].size < pool->slots[victim].size))
                 victim = i;
         }
+        if (victim >= 0 &&
+            pool_bytes(pool) - pool->slots[victim].size + buf.size > POOL_MAX_BYTES)
+            victim = -1;
         if (victim >= 0) {
             coll_pool_buf_t old = pool->slots[victim];
             pool->slots[victim] = buf;
@@ -72,5 +87,5 @@ void coll_pool_put(coll_scratch_pool_t *pool, coll_pool_buf_t buf)
         }
         pthread_mutex_unlock(&pool->lock);
     }
-    free(buf.mem);
+    chorus__pages_free(buf.mem, buf.size);
 }

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "util/log.h"
+#include "util/pages.h"
 
 /* Reads per peer and progress call, so that one busy peer cannot starve the others. */
 #define TL_TCP_READ_ROUNDS 32
@@ -157,7 +158,7 @@ static tl_tcp_ue_t *ue_alloc(tl_ctx_t *ctx, uint64_t tag, uint64_t length)
         ue = ctx->ue_cache[best];
         ctx->ue_cache[best] = ctx->ue_cache[--ctx->ue_cached];
     } else {
-        ue = malloc(sizeof(*ue) + (size_t)length);
+        ue = chorus__pages_alloc(sizeof(*ue) + (size_t)length);
         if (ue != NULL)
             ue->capacity = (size_t)length;
     }
@@ -176,13 +177,15 @@ static void ue_release(tl_ctx_t *ctx, tl_tcp_ue_t *ue)
     if (ctx->ue_cached < TL_TCP_UE_CACHE)
         ctx->ue_cache[ctx->ue_cached++] = ue;
     else
-        free(ue);
+        chorus__pages_free(ue, sizeof(*ue) + ue->capacity);
 }
 
 void tl_tcp_ue_cache_clear(tl_ctx_t *ctx)
 {
-    while (ctx->ue_cached > 0)
-        free(ctx->ue_cache[--ctx->ue_cached]);
+    while (ctx->ue_cached > 0) {
+        tl_tcp_ue_t *ue = ctx->ue_cache[--ctx->ue_cached];
+        chorus__pages_free(ue, sizeof(*ue) + ue->capacity);
+    }
 }
 
 void tl_tcp_peer_free_unexpected(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
