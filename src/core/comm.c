@@ -12,6 +12,7 @@
 #include "core/bootstrap.h"
 #include "core/comm.h"
 #include "core/comm_create.h"
+#include "core/stall.h"
 #include "topology/node.h"
 #include "util/log.h"
 #include "util/sha256.h"
@@ -97,6 +98,11 @@ static chorus_status_t comm_read_config(chorus_comm_t comm, double timeout_s)
     if (comm->cfg.chunk_bytes < 64) {
         chorus_error("invalid value %zu for CHORUS_CHUNK_SIZE: must be at least 64",
                      comm->cfg.chunk_bytes);
+        return CHORUS_ERR_INVALID_ARG;
+    }
+    if (!(comm->cfg.stall_warn_s >= 0)) {
+        chorus_error("invalid value %g for CHORUS_STALL_WARN: must be 0 (off) or positive "
+                     "seconds", comm->cfg.stall_warn_s);
         return CHORUS_ERR_INVALID_ARG;
     }
     comm->tl = tl_find(comm->cfg.transport.s);
@@ -309,6 +315,8 @@ chorus_status_t chorus_comm_destroy(chorus_comm_t comm)
     pthread_mutex_unlock(&comm->lock);
     chorus__progress_stop(comm);
     comm->tl->ctx_destroy(comm->tl_ctx);
+    /* After the transport: it held the control receives' buffers until then. */
+    chorus__stall_destroy(comm->stall);
     tune_table_destroy(comm->tune);
     coll_pool_destroy(&comm->scratch_pool);
     pthread_cond_destroy(&comm->cond);

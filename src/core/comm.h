@@ -16,6 +16,25 @@
 #include "transports/base/transport.h"
 #include "tuning/select.h"
 
+/*
+ * The 64-bit transport tag: bits 0-31 the algorithm's tag, bits 32-61 the
+ * call's sequence number (modulo 2^30: calls that far apart are never in
+ * flight together), bit 62 the debug check's fingerprint exchange, bit 63
+ * the stall reports' control messages. Algorithm traffic never sets the top
+ * two bits, so neither kind of hidden message can match a data receive.
+ */
+#define CHORUS_TAG_SEQ_BITS 30
+#define CHORUS_TAG_CHECK (1ULL << 62)
+#define CHORUS_TAG_CTRL  (1ULL << 63)
+
+static inline uint64_t chorus__tag_base(uint64_t seq)
+{
+    return (seq & ((1ULL << CHORUS_TAG_SEQ_BITS) - 1)) << 32;
+}
+
+typedef struct chorus__check chorus__check_t;   /* debug_check.c */
+typedef struct chorus__stall chorus__stall_t;   /* stall.c */
+
 struct chorus_request {
     chorus_comm_t comm;
     coll_args_t args;
@@ -23,6 +42,9 @@ struct chorus_request {
     coll_sched_t sched;
     uint64_t seq;               /* the call's sequence number on this communicator */
     double deadline;
+    double posted_at;           /* chorus__now() when posted */
+    double stall_at;            /* next stall report, 0: none */
+    chorus__check_t *check;     /* the fingerprint exchange still to run (CHORUS_DEBUG_CHECK) */
     int done;                   /* under comm->lock */
     int orphaned;               /* freed by the user before completion: the progress thread frees it */
     chorus_status_t status;
@@ -55,6 +77,7 @@ struct chorus_comm {
     uint64_t next_seq;          /* of the calling thread */
 
     struct chorus_request *active;       /* owned by the progress thread */
+    chorus__stall_t *stall;     /* control messages of the stall reports (progress thread) */
 
     atomic_int stop;
     atomic_int aborted;

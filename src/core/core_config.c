@@ -22,6 +22,19 @@ static const chorus__config_var_t core_vars[] = {
      "numeric local address the transport listens on; empty: the local address of the "
      "connection to the rendezvous store",
      chorus__config_parse_string, offsetof(chorus__core_config_t, ifaddr)},
+    {"CHORUS_STALL_WARN", "60",
+     "seconds a collective may wait before a warning names it (sequence number, "
+     "collective, count, dtype) and the ranks that have not started it, found by asking "
+     "every peer directly; repeated every as many seconds while it still waits; 0 turns "
+     "the reports off",
+     chorus__config_parse_double, offsetof(chorus__core_config_t, stall_warn_s)},
+    {"CHORUS_DEBUG_CHECK", "0",
+     "before each collective, every rank compares its call (collective, sequence number, "
+     "count, dtype, op, root) with every other rank's; a mismatch fails the call on every "
+     "rank with CHORUS_ERR_INVALID_ARG and a message naming both ranks and their calls, "
+     "before any data moves (costs one small allgather per call; set it on every rank or "
+     "on none)",
+     chorus__config_parse_bool, offsetof(chorus__core_config_t, debug_check)},
 };
 
 const chorus__config_table_t chorus__core_config_table = {

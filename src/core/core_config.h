@@ -9,6 +9,8 @@ typedef struct {
     size_t chunk_bytes;         /* CHORUS_CHUNK_SIZE */
     chorus__config_str_t transport;  /* CHORUS_TRANSPORT */
     chorus__config_str_t ifaddr;     /* CHORUS_IFADDR */
+    double stall_warn_s;        /* CHORUS_STALL_WARN; 0: no stall reports */
+    int debug_check;            /* CHORUS_DEBUG_CHECK */
 } chorus__core_config_t;
 
 /* What a job is launched with: read by chorus_comm_create_from_env. */

@@ -14,6 +14,8 @@
 #include <unistd.h>
 
 #include "core/comm.h"
+#include "core/debug_check.h"
+#include "core/stall.h"
 #include "util/log.h"
 #include "util/time.h"
 
@@ -82,7 +84,39 @@ static void progress_report(chorus_comm_t comm, chorus_request_t req, chorus_sta
                  a->count, chorus_dtype_name(a->dtype), peer, chorus_status_string(status));
 }
 
-/* Drive every active schedule once; returns 1 when anything completed, <0 on a fault. */
+/*
+ * Drive one request: its debug check's exchange first, then its schedule.
+ * Returns 1 when it is over (*status_p says how), 0 while it runs, or a
+ * negative status for a fault that fails the communicator.
+ */
+static int progress_one(chorus_comm_t comm, chorus_request_t req, chorus_status_t *status_p)
+{
+    *status_p = CHORUS_OK;
+    if (req->check != NULL) {
+        int rc = chorus__check_progress(comm, req, status_p);
+
+        if (rc <= 0)
+            return rc;
+        chorus__check_destroy(req->check);
+        req->check = NULL;
+        /* A mismatch ends the call on every rank alike: the communicator stays usable. */
+        if (*status_p != CHORUS_OK)
+            return 1;
+    }
+    return coll_sched_progress(&req->sched, comm->tl, comm->tl_ctx, chorus__tag_base(req->seq));
+}
+
+static int progress_timed_out(chorus_comm_t comm, chorus_request_t req)
+{
+    chorus_error("rank %d: %s #%llu of %zu x %s timed out after %.1f s "
+                 "(CHORUS_TIMEOUT); a peer is dead, stalled or called another "
+                 "collective", comm->rank, coll_type_name(req->args.coll),
+                 (unsigned long long)req->seq, req->args.count,
+                 chorus_dtype_name(req->args.dtype), comm->cfg.timeout_s);
+    return CHORUS_ERR_TIMEOUT;
+}
+
+/* Drive every active request once; returns 1 when anything completed, <0 on a fault. */
 static int progress_requests(chorus_comm_t comm, double *next_deadline_p)
 {
     chorus_request_t *link = &comm->active;
@@ -92,26 +126,24 @@ static int progress_requests(chorus_comm_t comm, double *next_deadline_p)
     *next_deadline_p = now + 3600.0;
     while (*link) {
         chorus_request_t req = *link;
-        int rc = coll_sched_progress(&req->sched, comm->tl, comm->tl_ctx, req->seq << 32);
+        chorus_status_t status;
+        int rc = progress_one(comm, req, &status);
 
-        if (rc == 0 && now > req->deadline) {
-            chorus_error("rank %d: %s #%llu of %zu x %s timed out after %.1f s "
-                         "(CHORUS_TIMEOUT); a peer is dead, stalled or called another "
-                         "collective", comm->rank, coll_type_name(req->args.coll),
-                         (unsigned long long)req->seq, req->args.count,
-                         chorus_dtype_name(req->args.dtype), comm->cfg.timeout_s);
-            return CHORUS_ERR_TIMEOUT;
-        }
+        if (rc == 0 && now > req->deadline)
+            return progress_timed_out(comm, req);
         if (rc < 0) {
             progress_report(comm, req, (chorus_status_t)rc);
             return rc;
         }
         if (rc == 1) {
             *link = req->next;
-            chorus__request_complete(req, CHORUS_OK);
+            chorus__stall_completed(comm, req->seq);
+            chorus__request_complete(req, status);
             moved = 1;
             continue;
         }
+        if (req->stall_at > 0 && now >= req->stall_at)
+            chorus__stall_notice(comm, req, now);
         if (req->deadline < *next_deadline_p)
             *next_deadline_p = req->deadline;
         link = &req->next;
@@ -137,6 +169,7 @@ static void *progress_main(void *arg)
     chorus_comm_t comm = arg;
     int idle_polls = 0;
 
+    chorus__stall_start(comm);
     while (!atomic_load(&comm->stop)) {
         double next_deadline;
         int moved, rc;
@@ -159,6 +192,7 @@ static void *progress_main(void *arg)
             continue;
         }
         moved |= rc;
+        moved |= chorus__stall_progress(comm, moved);
         if (moved) {
             idle_polls = 0;
             continue;
@@ -172,6 +206,7 @@ static void *progress_main(void *arg)
             progress_sleep(comm, ms < PROGRESS_MAX_SLEEP_MS ? ms : PROGRESS_MAX_SLEEP_MS);
         }
     }
+    chorus__stall_close(comm);
     /* Stopping: whatever is still pending ends now. */
     progress_take_queue(comm);
     for (chorus_request_t req = comm->active, next; req != NULL; req = next) {
@@ -198,10 +233,14 @@ chorus_status_t chorus__progress_start(chorus_comm_t comm)
     chorus_status_t status;
     int rc;
 
+    status = chorus__stall_create(comm->rank, comm->size, &comm->stall);
+    if (status != CHORUS_OK)
+        return status;
     comm->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
     if (comm->epoll_fd < 0) {
         chorus_error("rank %d: epoll_create1 failed: %m", comm->rank);
-        return CHORUS_ERR_SYSTEM;
+        status = CHORUS_ERR_SYSTEM;
+        goto err_stall;
     }
     comm->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (comm->wake_fd < 0) {
@@ -230,6 +269,10 @@ err_wake:
 err_epoll:
     close(comm->epoll_fd);
     comm->epoll_fd = -1;
+err_stall:
+    /* Nothing of it was posted: only the progress thread posts. */
+    chorus__stall_destroy(comm->stall);
+    comm->stall = NULL;
     return status;
 }
 

@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "core/comm.h"
+#include "core/debug_check.h"
 #include "util/log.h"
 #include "util/time.h"
 
@@ -62,10 +63,21 @@ chorus_status_t chorus__request_post(chorus_comm_t comm, const coll_args_t *args
                      chorus_status_string(status));
         goto err_sched;
     }
-    req->deadline = chorus__now() + comm->cfg.timeout_s;
+    if (comm->cfg.debug_check) {
+        status = chorus__check_create(comm, &req->args, &req->check);
+        if (status != CHORUS_OK)
+            goto err_sched;
+    }
+    req->posted_at = chorus__now();
+    req->deadline = req->posted_at + comm->cfg.timeout_s;
+    if (comm->cfg.stall_warn_s > 0)
+        req->stall_at = req->posted_at + comm->cfg.stall_warn_s;
 
     pthread_mutex_lock(&comm->lock);
     req->seq = comm->next_seq++;
+    /* Sealed before the progress thread can see the request. */
+    if (req->check != NULL)
+        chorus__check_seal(req->check, &req->args, req->seq);
     if (comm->queue_tail)
         comm->queue_tail->next = req;
     else
@@ -90,6 +102,8 @@ void chorus__request_complete(chorus_request_t req, chorus_status_t status)
     int orphaned;
 
     coll_sched_finalize(&req->sched);
+    chorus__check_destroy(req->check);
+    req->check = NULL;
     pthread_mutex_lock(&comm->lock);
     req->status = status;
     req->done = 1;

@@ -1,7 +1,13 @@
 /*
- * Logging. The level is process-wide (CHORUS_LOG_LEVEL, read once) and is
- * checked before any formatting, so disabled messages cost one comparison.
+ * Logging. Each component (the folder a file lives in) has its own level,
+ * read once per process from CHORUS_LOG_LEVEL ("warn" or
+ * "warn,tcp=debug,bootstrap=trace"). The level is checked before any
+ * formatting, so a disabled message costs one array lookup and a comparison.
  * Messages are lowercase and name the rank, peer and sizes they concern.
+ *
+ * A file's component comes from CHORUS_LOG_COMPONENT, defined per folder in
+ * its Makefile.am (-DCHORUS_LOG_COMPONENT=CHORUS_LOG_COMP_TCP); a file may
+ * override it with #undef/#define before including this header.
  */
 #ifndef CHORUS_UTIL_LOG_H
 #define CHORUS_UTIL_LOG_H
@@ -16,17 +22,44 @@ typedef enum {
     CHORUS_LOG_TRACE
 } chorus__log_level_t;
 
+/* The components that have a level of their own; names in chorus__log_comp_name. */
+typedef enum {
+    CHORUS_LOG_COMP_UTIL = 0,
+    CHORUS_LOG_COMP_REDUCE,
+    CHORUS_LOG_COMP_COLL,
+    CHORUS_LOG_COMP_CORE,
+    CHORUS_LOG_COMP_BOOTSTRAP,
+    CHORUS_LOG_COMP_TCP,
+    CHORUS_LOG_COMP_TOPOLOGY,
+    CHORUS_LOG_COMP_TUNING,
+    CHORUS_LOG_COMP_TOOLS,
+    CHORUS_LOG_COMP_COUNT
+} chorus__log_comp_t;
+
+/* Files built outside the library's folders (tests, perf) log as util. */
+#ifndef CHORUS_LOG_COMPONENT
+#define CHORUS_LOG_COMPONENT CHORUS_LOG_COMP_UTIL
+#endif
+
+/* Level of each component; the level of components not named in the variable. */
+extern int chorus__log_levels[CHORUS_LOG_COMP_COUNT];
 extern int chorus__log_level;
 
 /* Reads CHORUS_LOG_LEVEL once per process; later calls do nothing. */
 void chorus__log_init(void);
-void chorus__log_emit(int level, const char *file, int line, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+void chorus__log_emit(int comp, int level, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+/* "tcp", or "?" for a value out of range. */
+const char *chorus__log_comp_name(int comp);
 
-#define chorus_log(level, ...)                                              \
-    do {                                                                    \
-        if ((int)(level) <= chorus__log_level)                              \
-            chorus__log_emit((level), __FILE__, __LINE__, __VA_ARGS__);     \
+/* Whether a message of this level would print in this file's component. */
+#define chorus_log_enabled(level) ((int)(level) <= chorus__log_levels[CHORUS_LOG_COMPONENT])
+
+#define chorus_log(level, ...)                                                          \
+    do {                                                                                \
+        if (chorus_log_enabled(level))                                                  \
+            chorus__log_emit(CHORUS_LOG_COMPONENT, (level), __FILE__, __LINE__,         \
+                             __VA_ARGS__);                                              \
     } while (0)
 
 #define chorus_error(...) chorus_log(CHORUS_LOG_ERROR, __VA_ARGS__)
