@@ -1,3 +1,6 @@
+/* The bootstrap logs as its own component, although it is built with the core. */
+#undef CHORUS_LOG_COMPONENT
+#define CHORUS_LOG_COMPONENT CHORUS_LOG_COMP_BOOTSTRAP
 /*
  * Bootstrap rendezvous store and client; the wire format is described in
  * bootstrap.h. The store is one thread polling every connection, so a slow,
@@ -22,14 +25,7 @@
 #include "util/sha256.h"
 #include "util/sock.h"
 #include "util/time.h"
-
-#define BOOT_MAC        CHORUS_SHA256_BYTES
-#define BOOT_HELLO_LEN  CHORUS_BOOT_NONCE
-#define BOOT_CHAL_LEN   (CHORUS_BOOT_NONCE + BOOT_MAC)
-#define BOOT_JOIN_MIN   (BOOT_MAC + 8)
-#define BOOT_JOIN_MAX   (BOOT_JOIN_MIN + CHORUS_BOOT_BLOB_MAX)
-#define BOOT_RESULT_HDR (32 + BOOT_MAC)   /* wrapped key and MAC, before the blobs */
-#define BOOT_LABEL_MAX  32
+#include "core/bootstrap_wire.h"
 
 /* Connections that have not proved the secret yet; more wait in the listen backlog. */
 #define STORE_UNAUTH_MAX 256
@@ -38,96 +34,6 @@
 #define STORE_AUTH_MAX_S 5.0
 /* Pause before accepting again after accept() itself failed (e.g. out of descriptors). */
 #define STORE_ACCEPT_PAUSE_S 0.1
-
-/* ---- Encoding and MACs shared by both sides ---------------------------------------- */
-
-static void put_u32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)(v >> 24);
-    p[1] = (uint8_t)(v >> 16);
-    p[2] = (uint8_t)(v >> 8);
-    p[3] = (uint8_t)v;
-}
-
-static uint32_t get_u32(const uint8_t *p)
-{
-    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
-}
-
-static void boot_header(uint8_t *p, unsigned type, uint32_t len)
-{
-    put_u32(p, CHORUS_BOOT_MAGIC);
-    p[4] = 0;
-    p[5] = CHORUS_BOOT_VERSION;
-    p[6] = (uint8_t)(type >> 8);
-    p[7] = (uint8_t)type;
-    put_u32(p + 8, len);
-}
-
-/* Checks magic and version; the caller checks type and length against its state. */
-static chorus_status_t boot_parse_header(const uint8_t *p, unsigned *type_p, uint32_t *len_p,
-                                         char *why, size_t why_len)
-{
-    unsigned version = ((unsigned)p[4] << 8) | p[5];
-
-    if (get_u32(p) != CHORUS_BOOT_MAGIC) {
-        snprintf(why, why_len, "bad magic 0x%08x, not a chorus bootstrap peer", get_u32(p));
-        return CHORUS_ERR_PROTOCOL;
-    }
-    if (version != CHORUS_BOOT_VERSION) {
-        snprintf(why, why_len, "protocol version %u, expected %d", version,
-                 CHORUS_BOOT_VERSION);
-        return CHORUS_ERR_PROTOCOL;
-    }
-    *type_p = ((unsigned)p[6] << 8) | p[7];
-    *len_p = get_u32(p + 8);
-    return CHORUS_OK;
-}
-
-/* HMAC(secret, label Nc Ns extra); extra_len is at most 8 + CHORUS_BOOT_BLOB_MAX. */
-static void boot_mac(const uint8_t *secret, size_t secret_len, const char *label,
-                     const uint8_t *nc, const uint8_t *ns, const void *extra, size_t extra_len,
-                     uint8_t out[BOOT_MAC])
-{
-    uint8_t msg[BOOT_LABEL_MAX + 2 * CHORUS_BOOT_NONCE + 8 + CHORUS_BOOT_BLOB_MAX];
-    size_t label_len = strlen(label), off = 0;
-
-    memcpy(msg, label, label_len);
-    off += label_len;
-    memcpy(msg + off, nc, CHORUS_BOOT_NONCE);
-    off += CHORUS_BOOT_NONCE;
-    memcpy(msg + off, ns, CHORUS_BOOT_NONCE);
-    off += CHORUS_BOOT_NONCE;
-    if (extra_len > 0)
-        memcpy(msg + off, extra, extra_len);
-    off += extra_len;
-    chorus__hmac_sha256(secret, secret_len, msg, off, out);
-    explicit_bzero(msg, off);
-}
-
-/* The key pad XOR the session key; the same call unwraps. */
-static void boot_wrap_key(const uint8_t *secret, size_t secret_len, const uint8_t *nc,
-                          const uint8_t *ns, const uint8_t in[32], uint8_t out[32])
-{
-    uint8_t pad[BOOT_MAC];
-
-    boot_mac(secret, secret_len, CHORUS_BOOT_LABEL_KEY, nc, ns, NULL, 0, pad);
-    for (int i = 0; i < 32; i++)
-        out[i] = in[i] ^ pad[i];
-    explicit_bzero(pad, sizeof(pad));
-}
-
-/* MAC of a RESULT: binds the wrapped key and every blob to this connection's nonces. */
-static void boot_result_mac(const uint8_t *secret, size_t secret_len, const uint8_t *nc,
-                            const uint8_t *ns, const uint8_t wrapped[32],
-                            const uint8_t blobs_digest[32], uint8_t out[BOOT_MAC])
-{
-    uint8_t extra[64];
-
-    memcpy(extra, wrapped, 32);
-    memcpy(extra + 32, blobs_digest, 32);
-    boot_mac(secret, secret_len, CHORUS_BOOT_LABEL_RESULT, nc, ns, extra, sizeof(extra), out);
-}
 
 /* ---- Store ------------------------------------------------------------------------- */
 
@@ -147,10 +53,10 @@ typedef struct {
     double deadline;            /* to authenticate; unused once admitted */
     char peer[CHORUS_SOCK_ADDR_MAX];
     uint8_t nc[CHORUS_BOOT_NONCE], ns[CHORUS_BOOT_NONCE];
-    uint8_t *in;                /* CHORUS_BOOT_HEADER + BOOT_JOIN_MAX bytes until admitted */
+    uint8_t *in;                /* header + CHORUS_BOOT_JOIN_MAX bytes until admitted */
     size_t in_len;
     uint32_t msg_len;           /* payload length from the header */
-    uint8_t out[CHORUS_BOOT_HEADER + BOOT_RESULT_HDR];
+    uint8_t out[CHORUS_BOOT_HEADER + CHORUS_BOOT_RESULT_HDR];
     size_t out_len, out_off;
     size_t blobs_off;           /* bytes of the blobs sent */
 } store_conn_t;
@@ -205,13 +111,10 @@ static void store_conn_close(chorus__store_t *st, store_conn_t *c)
 static void store_drop(chorus__store_t *st, store_conn_t *c, chorus_status_t status,
                        const char *text)
 {
-    uint8_t msg[CHORUS_BOOT_HEADER + 4 + CHORUS_BOOT_ERROR_TEXT_MAX];
-    size_t len = strnlen(text, CHORUS_BOOT_ERROR_TEXT_MAX), sent;
+    uint8_t msg[CHORUS_BOOT_HEADER + CHORUS_BOOT_ERROR_MAX];
+    size_t len = chorus__boot_error_encode(msg, status, text), sent;
 
-    boot_header(msg, CHORUS_BOOT_ERROR, (uint32_t)(4 + len));
-    put_u32(msg + CHORUS_BOOT_HEADER, (uint32_t)-status);
-    memcpy(msg + CHORUS_BOOT_HEADER + 4, text, len);
-    (void)chorus__sock_send_some(c->fd, msg, CHORUS_BOOT_HEADER + 4 + len, &sent);
+    (void)chorus__sock_send_some(c->fd, msg, len, &sent);
     store_conn_close(st, c);
 }
 
@@ -248,7 +151,7 @@ static chorus_status_t store_add_conn(chorus__store_t *st, int fd, const char *p
     if (c == NULL)
         return CHORUS_ERR_NO_MEMORY;
     /* Fixed size: no length from the wire ever sizes an allocation. */
-    c->in = malloc(CHORUS_BOOT_HEADER + BOOT_JOIN_MAX);
+    c->in = malloc(CHORUS_BOOT_HEADER + CHORUS_BOOT_JOIN_MAX);
     if (c->in == NULL) {
         free(c);
         return CHORUS_ERR_NO_MEMORY;
@@ -284,20 +187,28 @@ static void store_accept(chorus__store_t *st)
     }
 }
 
+/* The secret and this connection's nonces, for the wire's MACs. */
+static chorus__boot_keys_t store_keys(const chorus__store_t *st, const store_conn_t *c)
+{
+    return (chorus__boot_keys_t){.secret = st->secret, .secret_len = st->secret_len,
+                                 .nc = c->nc, .ns = c->ns};
+}
+
 static void store_on_hello(chorus__store_t *st, store_conn_t *c)
 {
-    uint8_t *chal = c->out + CHORUS_BOOT_HEADER;
+    chorus__boot_keys_t keys = store_keys(st, c);
 
-    memcpy(c->nc, c->in + CHORUS_BOOT_HEADER, CHORUS_BOOT_NONCE);
+    /* store_check_header admitted only this length; the decoder checks it again. */
+    if (chorus__boot_hello_decode(c->in + CHORUS_BOOT_HEADER, c->msg_len, c->nc) !=
+        CHORUS_OK) {
+        store_refuse(st, c, CHORUS_ERR_PROTOCOL, "a HELLO of %u bytes", c->msg_len);
+        return;
+    }
     if (chorus__random_bytes(c->ns, sizeof(c->ns)) != CHORUS_OK) {
         store_refuse(st, c, CHORUS_ERR_SYSTEM, "store cannot draw a random nonce");
         return;
     }
-    memcpy(chal, c->ns, CHORUS_BOOT_NONCE);
-    boot_mac(st->secret, st->secret_len, CHORUS_BOOT_LABEL_STORE, c->nc, c->ns, NULL, 0,
-             chal + CHORUS_BOOT_NONCE);
-    boot_header(c->out, CHORUS_BOOT_CHALLENGE, BOOT_CHAL_LEN);
-    c->out_len = CHORUS_BOOT_HEADER + BOOT_CHAL_LEN;
+    c->out_len = chorus__boot_challenge_encode(c->out, &keys);
     c->out_off = 0;
     c->state = CONN_JOIN;
     c->in_len = 0;
@@ -320,22 +231,14 @@ static chorus_status_t store_first_rank(chorus__store_t *st, uint32_t size, size
 }
 
 /* An authenticated JOIN: admit the rank unless it conflicts with what others announced. */
-static void store_admit(chorus__store_t *st, store_conn_t *c, uint32_t rank, uint32_t size,
-                        const uint8_t *blob, size_t blob_len)
+static void store_admit(chorus__store_t *st, store_conn_t *c, const chorus__boot_join_t *join)
 {
-    if (size == 0 || size > CHORUS_BOOT_SIZE_MAX) {
-        store_refuse(st, c, CHORUS_ERR_INVALID_ARG,
-                     "size %u is out of range 1..%d", size, CHORUS_BOOT_SIZE_MAX);
-        return;
-    }
-    if (rank >= size) {
-        store_refuse(st, c, CHORUS_ERR_INVALID_ARG,
-                     "rank %u is out of range for size %u", rank, size);
-        return;
-    }
-    if ((uint64_t)size * blob_len > CHORUS_BOOT_TOTAL_MAX) {
-        store_refuse(st, c, CHORUS_ERR_INVALID_ARG, "size %u with %zu-byte addresses "
-                     "exceeds %u bytes in all", size, blob_len, CHORUS_BOOT_TOTAL_MAX);
+    uint32_t rank = join->rank, size = join->size;
+    size_t blob_len = join->blob_len;
+    char why[CHORUS_BOOT_WHY_MAX];
+
+    if (chorus__boot_join_check(join, why, sizeof(why)) != CHORUS_OK) {
+        store_refuse(st, c, CHORUS_ERR_INVALID_ARG, "%s", why);
         return;
     }
     if (st->size == 0 && store_first_rank(st, size, blob_len) != CHORUS_OK) {
@@ -362,7 +265,7 @@ static void store_admit(chorus__store_t *st, store_conn_t *c, uint32_t rank, uin
         return;
     }
 
-    memcpy(st->blobs + (size_t)rank * blob_len, blob, blob_len);
+    memcpy(st->blobs + (size_t)rank * blob_len, join->blob, blob_len);
     st->by_rank[rank] = c;
     c->rank = (int)rank;
     c->state = CONN_JOINED;
@@ -376,41 +279,43 @@ static void store_admit(chorus__store_t *st, store_conn_t *c, uint32_t rank, uin
 
 static void store_on_join(chorus__store_t *st, store_conn_t *c)
 {
-    const uint8_t *p = c->in + CHORUS_BOOT_HEADER;
-    uint8_t expect[BOOT_MAC];
+    chorus__boot_keys_t keys = store_keys(st, c);
+    chorus__boot_join_t join;
+    chorus_status_t status;
 
-    boot_mac(st->secret, st->secret_len, CHORUS_BOOT_LABEL_CLIENT, c->nc, c->ns,
-             p + BOOT_MAC, c->msg_len - BOOT_MAC, expect);
-    if (!chorus__mac_equal(expect, p, BOOT_MAC)) {
+    status = chorus__boot_join_decode(&keys, c->in + CHORUS_BOOT_HEADER, c->msg_len, &join);
+    if (status == CHORUS_ERR_AUTH) {
         store_refuse(st, c, CHORUS_ERR_AUTH,
                      "authentication failed: the peer does not hold the job secret");
         return;
     }
-    store_admit(st, c, get_u32(p + BOOT_MAC), get_u32(p + BOOT_MAC + 4), p + BOOT_JOIN_MIN,
-                c->msg_len - BOOT_JOIN_MIN);
+    /* store_check_header bounded the length already; the decoder checks it again. */
+    if (status != CHORUS_OK) {
+        store_refuse(st, c, status, "a JOIN of %u bytes", c->msg_len);
+        return;
+    }
+    store_admit(st, c, &join);
 }
 
 /* Validates a complete header against what this connection may send now. */
 static int store_check_header(chorus__store_t *st, store_conn_t *c)
 {
-    char why[96];
-    unsigned type;
-    uint32_t len;
+    unsigned want = c->state == CONN_HELLO ? CHORUS_BOOT_HELLO : CHORUS_BOOT_JOIN;
+    char why[CHORUS_BOOT_WHY_MAX];
+    chorus__boot_hdr_t hdr;
 
-    if (boot_parse_header(c->in, &type, &len, why, sizeof(why)) != CHORUS_OK) {
+    if (chorus__boot_header_decode(c->in, CHORUS_BOOT_HEADER, &hdr, why, sizeof(why)) !=
+        CHORUS_OK) {
         store_refuse(st, c, CHORUS_ERR_PROTOCOL, "%s", why);
         return -1;
     }
-    if (c->state == CONN_HELLO && type == CHORUS_BOOT_HELLO && len == BOOT_HELLO_LEN)
-        goto ok;
-    if (c->state == CONN_JOIN && type == CHORUS_BOOT_JOIN && len >= BOOT_JOIN_MIN &&
-        len <= BOOT_JOIN_MAX)
-        goto ok;
-    store_refuse(st, c, CHORUS_ERR_PROTOCOL, "unexpected message type %u of %u bytes "
-                 "(a JOIN carries at most %d bytes)", type, len, BOOT_JOIN_MAX);
-    return -1;
-ok:
-    c->msg_len = len;
+    if (chorus__boot_store_expect(&hdr, want) != CHORUS_OK) {
+        store_refuse(st, c, CHORUS_ERR_PROTOCOL, "unexpected message type %u of %u bytes "
+                     "(a JOIN carries at most %d bytes)", hdr.type, hdr.len,
+                     CHORUS_BOOT_JOIN_MAX);
+        return -1;
+    }
+    c->msg_len = hdr.len;
     return 0;
 }
 
@@ -513,17 +418,14 @@ static void store_conn_event(chorus__store_t *st, store_conn_t *c, short revents
 static void store_complete(chorus__store_t *st)
 {
     size_t total = (size_t)st->size * st->blob_len;
-    uint8_t digest[32], payload[BOOT_RESULT_HDR];
+    uint8_t digest[32];
 
     chorus__sha256(st->blobs, total, digest);
     for (int r = 0; r < st->size; r++) {
         store_conn_t *c = st->by_rank[r];
-        boot_wrap_key(st->secret, st->secret_len, c->nc, c->ns, st->session_key, payload);
-        boot_result_mac(st->secret, st->secret_len, c->nc, c->ns, payload, digest,
-                        payload + 32);
-        boot_header(c->out, CHORUS_BOOT_RESULT, (uint32_t)(BOOT_RESULT_HDR + total));
-        memcpy(c->out + CHORUS_BOOT_HEADER, payload, sizeof(payload));
-        c->out_len = sizeof(c->out);
+        chorus__boot_keys_t keys = store_keys(st, c);
+
+        c->out_len = chorus__boot_result_encode(c->out, &keys, st->session_key, digest, total);
         c->out_off = 0;
         c->state = CONN_RESULT;
         st->sending++;
@@ -852,6 +754,12 @@ typedef struct {
     uint8_t nc[CHORUS_BOOT_NONCE], ns[CHORUS_BOOT_NONCE];
 } boot_client_t;
 
+static chorus__boot_keys_t client_keys(const boot_client_t *cl)
+{
+    return (chorus__boot_keys_t){.secret = cl->secret, .secret_len = cl->secret_len,
+                                 .nc = cl->nc, .ns = cl->ns};
+}
+
 /* Names the step that failed when the transfer timed out or the store went away. */
 static chorus_status_t client_io_fail(const boot_client_t *cl, chorus_status_t status,
                                       const char *step)
@@ -868,12 +776,11 @@ static chorus_status_t client_io_fail(const boot_client_t *cl, chorus_status_t s
 /* Reads an ERROR payload and returns the status it carries, logging its text. */
 static chorus_status_t client_read_error(const boot_client_t *cl, uint32_t len)
 {
-    uint8_t msg[4 + CHORUS_BOOT_ERROR_TEXT_MAX];
+    uint8_t msg[CHORUS_BOOT_ERROR_MAX];
     char text[CHORUS_BOOT_ERROR_TEXT_MAX + 1];
-    chorus_status_t status;
-    uint32_t code;
+    chorus_status_t status, carried;
 
-    if (len < 4 || len > sizeof(msg)) {
+    if (!chorus__boot_error_len_ok(len)) {
         chorus_error("rank %d: the bootstrap store at %s sent an error message of %u bytes",
                      cl->rank, cl->addr, len);
         return CHORUS_ERR_PROTOCOL;
@@ -881,47 +788,35 @@ static chorus_status_t client_read_error(const boot_client_t *cl, uint32_t len)
     status = chorus__sock_read_full(cl->fd, msg, len, cl->deadline);
     if (status != CHORUS_OK)
         return client_io_fail(cl, status, "reading an error from");
-    /* The text is the store's; keep control characters out of our log. */
-    for (uint32_t i = 4; i < len; i++)
-        text[i - 4] = msg[i] >= 0x20 && msg[i] < 0x7f ? (char)msg[i] : '?';
-    text[len - 4] = '\0';
-    code = get_u32(msg);
-    switch (-(int64_t)code) {
-    case CHORUS_ERR_INVALID_ARG: case CHORUS_ERR_NO_MEMORY: case CHORUS_ERR_TIMEOUT:
-    case CHORUS_ERR_AUTH: case CHORUS_ERR_PROTOCOL: case CHORUS_ERR_SYSTEM:
-    case CHORUS_ERR_IN_USE:
-        status = (chorus_status_t)-(int64_t)code;
-        break;
-    default:
-        status = CHORUS_ERR_PROTOCOL;
-    }
+    status = chorus__boot_error_decode(msg, len, &carried, text);
+    if (status != CHORUS_OK)
+        return status;
     chorus_error("rank %d: the bootstrap store at %s reports: %s", cl->rank, cl->addr, text);
-    return status;
+    return carried;
 }
 
 /* Reads a header that must announce `type` with a payload of exactly `len` bytes. */
 static chorus_status_t client_read_header(const boot_client_t *cl, unsigned want_type,
                                           uint64_t want_len, const char *step)
 {
-    uint8_t hdr[CHORUS_BOOT_HEADER];
+    uint8_t raw[CHORUS_BOOT_HEADER];
+    char why[CHORUS_BOOT_WHY_MAX];
+    chorus__boot_hdr_t hdr;
     chorus_status_t status;
-    char why[96];
-    unsigned type;
-    uint32_t len;
 
-    status = chorus__sock_read_full(cl->fd, hdr, sizeof(hdr), cl->deadline);
+    status = chorus__sock_read_full(cl->fd, raw, sizeof(raw), cl->deadline);
     if (status != CHORUS_OK)
         return client_io_fail(cl, status, step);
-    if (boot_parse_header(hdr, &type, &len, why, sizeof(why)) != CHORUS_OK) {
+    if (chorus__boot_header_decode(raw, sizeof(raw), &hdr, why, sizeof(why)) != CHORUS_OK) {
         chorus_error("rank %d: the bootstrap store at %s sent %s", cl->rank, cl->addr, why);
         return CHORUS_ERR_PROTOCOL;
     }
-    if (type == CHORUS_BOOT_ERROR)
-        return client_read_error(cl, len);
-    if (type != want_type || len != want_len) {
+    if (hdr.type == CHORUS_BOOT_ERROR)
+        return client_read_error(cl, hdr.len);
+    if (chorus__boot_client_expect(&hdr, want_type, want_len) != CHORUS_OK) {
         chorus_error("rank %d: the bootstrap store at %s sent message type %u of %u bytes "
-                     "while rank %d expected type %u of %llu bytes", cl->rank, cl->addr, type,
-                     len, cl->rank, want_type, (unsigned long long)want_len);
+                     "while rank %d expected type %u of %llu bytes", cl->rank, cl->addr,
+                     hdr.type, hdr.len, cl->rank, want_type, (unsigned long long)want_len);
         return CHORUS_ERR_PROTOCOL;
     }
     return CHORUS_OK;
@@ -930,50 +825,44 @@ static chorus_status_t client_read_header(const boot_client_t *cl, unsigned want
 /* HELLO and CHALLENGE: afterwards both nonces are known and the store proved the secret. */
 static chorus_status_t client_handshake(boot_client_t *cl)
 {
-    uint8_t msg[CHORUS_BOOT_HEADER + BOOT_CHAL_LEN], expect[BOOT_MAC];
+    uint8_t msg[CHORUS_BOOT_HEADER + CHORUS_BOOT_CHAL_LEN];
+    chorus__boot_keys_t keys = client_keys(cl);
     chorus_status_t status;
+    size_t len;
 
     status = chorus__random_bytes(cl->nc, sizeof(cl->nc));
     if (status != CHORUS_OK)
         return status;
-    boot_header(msg, CHORUS_BOOT_HELLO, BOOT_HELLO_LEN);
-    memcpy(msg + CHORUS_BOOT_HEADER, cl->nc, BOOT_HELLO_LEN);
-    status = chorus__sock_write_full(cl->fd, msg, CHORUS_BOOT_HEADER + BOOT_HELLO_LEN,
-                                     cl->deadline);
+    len = chorus__boot_hello_encode(msg, cl->nc);
+    status = chorus__sock_write_full(cl->fd, msg, len, cl->deadline);
     if (status != CHORUS_OK)
         return client_io_fail(cl, status, "greeting");
-    status = client_read_header(cl, CHORUS_BOOT_CHALLENGE, BOOT_CHAL_LEN, "waiting for");
+    status = client_read_header(cl, CHORUS_BOOT_CHALLENGE, CHORUS_BOOT_CHAL_LEN, "waiting for");
     if (status != CHORUS_OK)
         return status;
-    status = chorus__sock_read_full(cl->fd, msg, BOOT_CHAL_LEN, cl->deadline);
+    status = chorus__sock_read_full(cl->fd, msg, CHORUS_BOOT_CHAL_LEN, cl->deadline);
     if (status != CHORUS_OK)
         return client_io_fail(cl, status, "reading the challenge from");
-    memcpy(cl->ns, msg, CHORUS_BOOT_NONCE);
-    boot_mac(cl->secret, cl->secret_len, CHORUS_BOOT_LABEL_STORE, cl->nc, cl->ns, NULL, 0,
-             expect);
-    if (!chorus__mac_equal(expect, msg + CHORUS_BOOT_NONCE, BOOT_MAC)) {
+    status = chorus__boot_challenge_decode(&keys, msg, CHORUS_BOOT_CHAL_LEN, cl->ns);
+    if (status == CHORUS_ERR_AUTH)
         chorus_error("rank %d: the bootstrap store at %s failed to prove it holds the job "
                      "secret (do the ranks' secrets differ?)", cl->rank, cl->addr);
-        return CHORUS_ERR_AUTH;
-    }
-    return CHORUS_OK;
+    return status;
 }
 
 static chorus_status_t client_join(boot_client_t *cl, const void *blob, size_t blob_len)
 {
-    uint8_t msg[CHORUS_BOOT_HEADER + BOOT_JOIN_MAX];
-    uint8_t *body = msg + CHORUS_BOOT_HEADER + BOOT_MAC;
+    uint8_t msg[CHORUS_BOOT_HEADER + CHORUS_BOOT_JOIN_MAX];
+    chorus__boot_keys_t keys = client_keys(cl);
     chorus_status_t status;
+    size_t len;
 
-    boot_header(msg, CHORUS_BOOT_JOIN, (uint32_t)(BOOT_JOIN_MIN + blob_len));
-    put_u32(body, (uint32_t)cl->rank);
-    put_u32(body + 4, (uint32_t)cl->size);
-    if (blob_len > 0)
-        memcpy(body + 8, blob, blob_len);
-    boot_mac(cl->secret, cl->secret_len, CHORUS_BOOT_LABEL_CLIENT, cl->nc, cl->ns, body,
-             8 + blob_len, msg + CHORUS_BOOT_HEADER);
-    status = chorus__sock_write_full(cl->fd, msg, CHORUS_BOOT_HEADER + BOOT_JOIN_MIN + blob_len,
-                                     cl->deadline);
+    /* client_check_args bounded blob_len, so the encoder does not refuse it. */
+    len = chorus__boot_join_encode(msg, &keys, (uint32_t)cl->rank, (uint32_t)cl->size, blob,
+                                   blob_len);
+    if (len == 0)
+        return CHORUS_ERR_INVALID_ARG;
+    status = chorus__sock_write_full(cl->fd, msg, len, cl->deadline);
     return status == CHORUS_OK ? CHORUS_OK : client_io_fail(cl, status, "joining");
 }
 
@@ -981,10 +870,11 @@ static chorus_status_t client_result(boot_client_t *cl, const void *blob, size_t
                                      void *all_blobs, uint8_t session_key[32])
 {
     size_t total = (size_t)cl->size * blob_len;
-    uint8_t head[BOOT_RESULT_HDR], digest[32], expect[BOOT_MAC];
+    uint8_t head[CHORUS_BOOT_RESULT_HDR], digest[32];
+    chorus__boot_keys_t keys = client_keys(cl);
     chorus_status_t status;
 
-    status = client_read_header(cl, CHORUS_BOOT_RESULT, BOOT_RESULT_HDR + (uint64_t)total,
+    status = client_read_header(cl, CHORUS_BOOT_RESULT, CHORUS_BOOT_RESULT_HDR + (uint64_t)total,
                                 "waiting for the other ranks at");
     if (status != CHORUS_OK)
         return status;
@@ -994,11 +884,12 @@ static chorus_status_t client_result(boot_client_t *cl, const void *blob, size_t
     if (status != CHORUS_OK)
         return client_io_fail(cl, status, "reading the result from");
     chorus__sha256(all_blobs, total, digest);
-    boot_result_mac(cl->secret, cl->secret_len, cl->nc, cl->ns, head, digest, expect);
-    if (!chorus__mac_equal(expect, head + 32, BOOT_MAC)) {
+    /* session_key is the exchange's own copy; its caller publishes it only on success. */
+    status = chorus__boot_result_decode(&keys, head, sizeof(head), digest, session_key);
+    if (status != CHORUS_OK) {
         chorus_error("rank %d: the result from the bootstrap store at %s fails its "
                      "authentication check", cl->rank, cl->addr);
-        return CHORUS_ERR_AUTH;
+        return status;
     }
     if (blob_len > 0 &&
         memcmp((uint8_t *)all_blobs + (size_t)cl->rank * blob_len, blob, blob_len) != 0) {
@@ -1006,7 +897,6 @@ static chorus_status_t client_result(boot_client_t *cl, const void *blob, size_t
                      "%d", cl->rank, cl->addr, cl->rank);
         return CHORUS_ERR_PROTOCOL;
     }
-    boot_wrap_key(cl->secret, cl->secret_len, cl->nc, cl->ns, head, session_key);
     return CHORUS_OK;
 }
 

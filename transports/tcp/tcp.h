@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "transports/base/transport.h"
 
@@ -139,5 +140,27 @@ typedef struct {
     char host[TL_TCP_HOST_MAX]; /* numeric, NUL-terminated */
     char port[8];               /* decimal, NUL-terminated */
 } tl_tcp_addr_t;
+
+/*
+ * tcp_connect.c: decoders of what arrives from the wire or through the
+ * bootstrap, pure so that tests/fuzz/ runs exactly this code. Output
+ * arguments are written only on success.
+ */
+void tl_tcp_hello_encode(tl_tcp_hello_t *wire, uint32_t from, uint32_t to,
+                         const uint8_t mac[TL_TCP_MAC_BYTES]);
+/*
+ * The len bytes of a hello received by `rank` of `size`: CHORUS_ERR_PROTOCOL,
+ * with the reason in why (why_len bytes), unless it is a hello of this version
+ * from a higher rank to this one. The MAC is returned unchecked (it needs the key).
+ */
+chorus_status_t tl_tcp_hello_decode(const void *buf, size_t len, int rank, int size,
+                                    uint32_t *from_p, uint8_t mac_p[TL_TCP_MAC_BYTES],
+                                    char *why, size_t why_len);
+/* CHORUS_ERR_INVALID_ARG unless the first sizeof(tl_tcp_addr_t) of len bytes hold
+ * a NUL-terminated host and port. */
+chorus_status_t tl_tcp_addr_decode(const void *buf, size_t len, tl_tcp_addr_t *addr_p);
+/* A decoded blob to a socket address, numerically only: getaddrinfo's code, 0 on success. */
+int tl_tcp_addr_resolve(const tl_tcp_addr_t *addr, struct sockaddr_storage *sa_p,
+                        socklen_t *salen_p);
 
 #endif

@@ -82,6 +82,85 @@ static int hs_drop_level(hs_t *hs)
         chorus_log(hs_level_, __VA_ARGS__);         \
     } while (0)
 
+/* ---- Wire codecs: no sockets, no logging (tests/fuzz/ calls them directly) ---- */
+
+void tl_tcp_hello_encode(tl_tcp_hello_t *wire, uint32_t from, uint32_t to,
+                         const uint8_t mac[TL_TCP_MAC_BYTES])
+{
+    wire->magic = htole32(TL_TCP_HELLO_MAGIC);
+    wire->version = htole32(TL_TCP_VERSION);
+    wire->from_rank = htole32(from);
+    wire->to_rank = htole32(to);
+    memcpy(wire->mac, mac, TL_TCP_MAC_BYTES);
+}
+
+chorus_status_t tl_tcp_hello_decode(const void *buf, size_t len, int rank, int size,
+                                    uint32_t *from_p, uint8_t mac_p[TL_TCP_MAC_BYTES],
+                                    char *why, size_t why_len)
+{
+    tl_tcp_hello_t hello;
+    uint32_t from, to;
+
+    if (len != sizeof(hello)) {
+        snprintf(why, why_len, "a hello of %zu bytes, expected %zu", len, sizeof(hello));
+        return CHORUS_ERR_PROTOCOL;
+    }
+    memcpy(&hello, buf, sizeof(hello));
+    if (le32toh(hello.magic) != TL_TCP_HELLO_MAGIC || le32toh(hello.version) != TL_TCP_VERSION) {
+        snprintf(why, why_len, "a connection that is not a chorus tcp v%u hello (magic 0x%08x, "
+                 "version %u)", TL_TCP_VERSION, le32toh(hello.magic), le32toh(hello.version));
+        return CHORUS_ERR_PROTOCOL;
+    }
+    from = le32toh(hello.from_rank);
+    to = le32toh(hello.to_rank);
+    /* Only higher ranks connect to this one, so `from` indexes the peers safely. */
+    if (to != (uint32_t)rank || from <= (uint32_t)rank || from >= (uint32_t)size) {
+        snprintf(why, why_len, "a hello from rank %u to rank %u: this rank accepts only ranks "
+                 "%d..%d", from, to, rank + 1, size - 1);
+        return CHORUS_ERR_PROTOCOL;
+    }
+    *from_p = from;
+    memcpy(mac_p, hello.mac, TL_TCP_MAC_BYTES);
+    return CHORUS_OK;
+}
+
+chorus_status_t tl_tcp_addr_decode(const void *buf, size_t len, tl_tcp_addr_t *addr_p)
+{
+    tl_tcp_addr_t blob;
+
+    if (len < sizeof(blob))
+        return CHORUS_ERR_INVALID_ARG;
+    memcpy(&blob, buf, sizeof(blob));
+    if (memchr(blob.host, '\0', sizeof(blob.host)) == NULL ||
+        memchr(blob.port, '\0', sizeof(blob.port)) == NULL)
+        return CHORUS_ERR_INVALID_ARG;
+    *addr_p = blob;
+    return CHORUS_OK;
+}
+
+int tl_tcp_addr_resolve(const tl_tcp_addr_t *addr, struct sockaddr_storage *sa_p,
+                        socklen_t *salen_p)
+{
+    const struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
+                                   .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV};
+    struct addrinfo *res;
+    int rc;
+
+    rc = getaddrinfo(addr->host, addr->port, &hints, &res);
+    if (rc != 0)
+        return rc;
+    if (res->ai_addrlen > sizeof(*sa_p)) {
+        freeaddrinfo(res);
+        return EAI_FAMILY;
+    }
+    memcpy(sa_p, res->ai_addr, res->ai_addrlen);
+    *salen_p = res->ai_addrlen;
+    freeaddrinfo(res);
+    return 0;
+}
+
+/* ---- Handshake -------------------------------------------------------------- */
+
 static void hs_mac(const tl_ctx_t *ctx, int ack, const uint8_t *nonce, uint32_t from,
                    uint32_t to, uint8_t out[TL_TCP_MAC_BYTES])
 {
@@ -196,7 +275,7 @@ static chorus_status_t hs_out_event(hs_t *hs, int j)
 {
     tl_ctx_t *ctx = hs->ctx;
     hs_conn_t *c = &hs->out[j];
-    uint8_t expect[TL_TCP_MAC_BYTES];
+    uint8_t expect[TL_TCP_MAC_BYTES], mac[TL_TCP_MAC_BYTES];
     int err = 0, r = 0;
     socklen_t len = sizeof(err);
 
@@ -218,11 +297,8 @@ static chorus_status_t hs_out_event(hs_t *hs, int j)
         r = hs_io(c, c->nonce, sizeof(c->nonce), 0);
         if (r <= 0)
             break;
-        c->hello.magic = htole32(TL_TCP_HELLO_MAGIC);
-        c->hello.version = htole32(TL_TCP_VERSION);
-        c->hello.from_rank = htole32((uint32_t)ctx->rank);
-        c->hello.to_rank = htole32((uint32_t)j);
-        hs_mac(ctx, 0, c->nonce, (uint32_t)ctx->rank, (uint32_t)j, c->hello.mac);
+        hs_mac(ctx, 0, c->nonce, (uint32_t)ctx->rank, (uint32_t)j, mac);
+        tl_tcp_hello_encode(&c->hello, (uint32_t)ctx->rank, (uint32_t)j, mac);
         c->state = HS_HELLO;
         /* fall through */
     case HS_HELLO:
@@ -263,25 +339,17 @@ static chorus_status_t hs_out_event(hs_t *hs, int j)
 static int hs_hello_ok(hs_t *hs, hs_conn_t *c)
 {
     tl_ctx_t *ctx = hs->ctx;
-    uint32_t from = le32toh(c->hello.from_rank), to = le32toh(c->hello.to_rank);
-    uint8_t expect[TL_TCP_MAC_BYTES];
+    uint8_t expect[TL_TCP_MAC_BYTES], mac[TL_TCP_MAC_BYTES];
+    char why[128];
+    uint32_t from;
 
-    if (le32toh(c->hello.magic) != TL_TCP_HELLO_MAGIC ||
-        le32toh(c->hello.version) != TL_TCP_VERSION) {
-        hs_drop_log(hs, "rank %d: tcp setup: dropping a connection that is not a chorus tcp "
-                    "v%u hello (magic 0x%08x, version %u)", ctx->rank, TL_TCP_VERSION,
-                    le32toh(c->hello.magic), le32toh(c->hello.version));
+    if (tl_tcp_hello_decode(&c->hello, sizeof(c->hello), ctx->rank, ctx->size, &from, mac, why,
+                            sizeof(why)) != CHORUS_OK) {
+        hs_drop_log(hs, "rank %d: tcp setup: dropping %s", ctx->rank, why);
         return 0;
     }
-    if (to != (uint32_t)ctx->rank || from <= (uint32_t)ctx->rank ||
-        from >= (uint32_t)ctx->size) {
-        hs_drop_log(hs, "rank %d: tcp setup: dropping a hello from rank %u to rank %u: this rank "
-                    "accepts only ranks %d..%d", ctx->rank, from, to, ctx->rank + 1,
-                    ctx->size - 1);
-        return 0;
-    }
-    hs_mac(ctx, 0, c->nonce, from, to, expect);
-    if (!chorus__mac_equal(expect, c->hello.mac, sizeof(expect))) {
+    hs_mac(ctx, 0, c->nonce, from, (uint32_t)ctx->rank, expect);
+    if (!chorus__mac_equal(expect, mac, sizeof(expect))) {
         hs_drop_log(hs, "rank %d: tcp setup: a connection claiming to be rank %u failed "
                     "authentication (wrong job key?); dropping it", ctx->rank, from);
         hs->rejected++;
@@ -396,30 +464,22 @@ static chorus_status_t hs_accept(hs_t *hs)
 /* Parse the blobs of the ranks this one connects to; they came from the bootstrap. */
 static chorus_status_t hs_resolve(hs_t *hs, const void *addrs)
 {
-    const struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
-                                   .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV};
-
     for (int j = 0; j < hs->ctx->rank; j++) {
         tl_tcp_addr_t blob;
-        struct addrinfo *res;
         int rc;
 
-        memcpy(&blob, (const char *)addrs + (size_t)j * TL_ADDR_MAX, sizeof(blob));
-        if (memchr(blob.host, '\0', sizeof(blob.host)) == NULL ||
-            memchr(blob.port, '\0', sizeof(blob.port)) == NULL) {
+        if (tl_tcp_addr_decode((const char *)addrs + (size_t)j * TL_ADDR_MAX, TL_ADDR_MAX,
+                               &blob) != CHORUS_OK) {
             chorus_error("rank %d: tcp: the address blob of rank %d is malformed",
                          hs->ctx->rank, j);
             return CHORUS_ERR_INVALID_ARG;
         }
-        rc = getaddrinfo(blob.host, blob.port, &hints, &res);
+        rc = tl_tcp_addr_resolve(&blob, &hs->sa[j], &hs->salen[j]);
         if (rc != 0) {
             chorus_error("rank %d: tcp: address '%s' port '%s' of rank %d is invalid: %s",
                          hs->ctx->rank, blob.host, blob.port, j, gai_strerror(rc));
             return CHORUS_ERR_INVALID_ARG;
         }
-        memcpy(&hs->sa[j], res->ai_addr, res->ai_addrlen);
-        hs->salen[j] = res->ai_addrlen;
-        freeaddrinfo(res);
     }
     return CHORUS_OK;
 }
