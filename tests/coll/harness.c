@@ -108,6 +108,8 @@ int harness_run(const harness_opts_t *opts, harness_rank_fn fn, void *arg, int *
                 kill(pids[opts->kill_rank], SIGKILL);
             killed = 1;
         }
+        if (opts->tick != NULL)
+            opts->tick(pids, n, now_s() - start, opts->tick_arg);
         if (now_s() - start > opts->deadline_s) {
             for (int r = 0; r < n; r++) {
                 if (pids[r] > 0) {

@@ -7,6 +7,8 @@
 #ifndef CHORUS_TEST_HARNESS_H
 #define CHORUS_TEST_HARNESS_H
 
+#include <sys/types.h>
+
 #include "chorus.h"
 
 typedef int (*harness_rank_fn)(chorus_comm_t comm, int rank, int size, void *arg);
@@ -17,6 +19,14 @@ typedef struct {
     double deadline_s;      /* the harness kills every rank after this long */
     int kill_rank;          /* rank to SIGKILL after kill_after_s, or -1 */
     double kill_after_s;
+    /*
+     * Optional, NULL when unused: called by the parent about every 2 ms while
+     * ranks run, with each rank's pid (0 once it has exited) and the seconds
+     * since the ranks were forked, so that a test can inject a fault (a signal,
+     * a link change) at a moment of its choosing.
+     */
+    void (*tick)(const pid_t *pids, int nranks, double elapsed_s, void *tick_arg);
+    void *tick_arg;
 } harness_opts_t;
 
 /*
