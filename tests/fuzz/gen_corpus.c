@@ -1,0 +1,127 @@
+/*
+ * Writes the seed corpus of the fuzz targets: one valid message of each kind,
+ * made with the library's own encoders (and the fixed keys of fuzz.h, so
+ * that MACs are genuine). run.sh --seeds builds and runs it; the files it
+ * writes are kept in tests/fuzz/corpus/<target>/.
+ */
+#include <errno.h>
+#include <sys/stat.h>
+
+#include "core/bootstrap_wire.h"
+#include "transports/tcp/tcp.h"
+#include "fuzz.h"
+
+static const char *top;
+
+static int put(const char *target, const char *name, const void *a, size_t alen,
+               const void *b, size_t blen)
+{
+    char path[4096];
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/%s", top, target);
+    if (mkdir(path, 0777) != 0 && errno != EEXIST)
+        return -1;
+    snprintf(path, sizeof(path), "%s/%s/seed-%s", top, target, name);
+    f = fopen(path, "wb");
+    if (f == NULL || fwrite(a, 1, alen, f) != alen || (blen && fwrite(b, 1, blen, f) != blen) ||
+        fclose(f) != 0) {
+        perror(path);
+        return -1;
+    }
+    return 0;
+}
+
+/* A selector byte, then the payload: the input format of fuzz_boot_messages. */
+static int put_msg(const char *name, uint8_t selector, const uint8_t *msg, size_t len)
+{
+    return put("fuzz_boot_messages", name, &selector, 1, msg + CHORUS_BOOT_HEADER,
+               len - CHORUS_BOOT_HEADER);
+}
+
+static void tcp_blob(uint8_t blob[TL_ADDR_MAX], const char *host, const char *port)
+{
+    tl_tcp_addr_t a;
+
+    memset(&a, 0, sizeof(a));
+    snprintf(a.host, sizeof(a.host), "%s", host);
+    snprintf(a.port, sizeof(a.port), "%s", port);
+    memset(blob, 0, TL_ADDR_MAX);
+    memcpy(blob, &a, sizeof(a));
+}
+
+static int boot_seeds(void)
+{
+    static uint8_t msg[CHORUS_BOOT_HEADER + CHORUS_BOOT_JOIN_MAX];
+    const chorus__boot_keys_t keys = FUZZ_BOOT_KEYS;
+    uint8_t blob[TL_ADDR_MAX], key[CHORUS_BOOT_KEY], digest[32];
+    int rc = 0;
+    size_t n;
+
+    n = chorus__boot_hello_encode(msg, fuzz_nc);
+    rc |= put("fuzz_boot_header", "hello", msg, CHORUS_BOOT_HEADER, NULL, 0);
+    rc |= put_msg("hello", 0, msg, n);
+    n = chorus__boot_challenge_encode(msg, &keys);
+    rc |= put("fuzz_boot_header", "challenge", msg, CHORUS_BOOT_HEADER, NULL, 0);
+    rc |= put_msg("challenge", 1, msg, n);
+    tcp_blob(blob, "127.0.0.1", "41000");
+    n = chorus__boot_join_encode(msg, &keys, 1, 4, blob, sizeof(blob));
+    rc |= put("fuzz_boot_header", "join", msg, CHORUS_BOOT_HEADER, NULL, 0);
+    rc |= put_msg("join-tcp-blob", 2, msg, n);
+    n = chorus__boot_join_encode(msg, &keys, 0, 1, NULL, 0);
+    rc |= put_msg("join-empty-blob", 2, msg, n);
+    memset(key, 0x5a, sizeof(key));
+    chorus__sha256(blob, sizeof(blob), digest);
+    n = chorus__boot_result_encode(msg, &keys, key, digest, sizeof(blob));
+    rc |= put("fuzz_boot_header", "result", msg, CHORUS_BOOT_HEADER, NULL, 0);
+    {
+        /* The prefix, then the blobs its MAC covers: what the client reads. */
+        uint8_t in[1 + CHORUS_BOOT_RESULT_HDR + TL_ADDR_MAX];
+
+        in[0] = 3;
+        memcpy(in + 1, msg + CHORUS_BOOT_HEADER, CHORUS_BOOT_RESULT_HDR);
+        memcpy(in + 1 + CHORUS_BOOT_RESULT_HDR, blob, sizeof(blob));
+        rc |= put("fuzz_boot_messages", "result", in, sizeof(in), NULL, 0);
+    }
+    n = chorus__boot_error_encode(msg, CHORUS_ERR_IN_USE, "rank 1 already joined (from "
+                                  "127.0.0.1:50000)");
+    rc |= put("fuzz_boot_header", "error", msg, CHORUS_BOOT_HEADER, NULL, 0);
+    rc |= put_msg("error", 4, msg, n);
+    return rc;
+}
+
+static int tcp_seeds(void)
+{
+    uint8_t blob[TL_ADDR_MAX], mac[TL_TCP_MAC_BYTES], prefix[8];
+    tl_tcp_hdr_t hdr;
+    tl_tcp_hello_t hello;
+    int rc = 0;
+
+    tl_tcp_header_encode(&hdr, UINT64_C(0x0000000700000003), 4096);
+    rc |= put("fuzz_tcp_header", "data", &hdr, sizeof(hdr), NULL, 0);
+    tl_tcp_header_encode(&hdr, 0, TL_TCP_MAX_MSG);
+    rc |= put("fuzz_tcp_header", "max-length", &hdr, sizeof(hdr), NULL, 0);
+    /* Acceptor rank 0 of 4 (size - 1 = 3, little-endian), hello from rank 2. */
+    memset(prefix, 0, sizeof(prefix));
+    prefix[0] = 3;
+    memset(mac, 0xa5, sizeof(mac));
+    tl_tcp_hello_encode(&hello, 2, 0, mac);
+    rc |= put("fuzz_tcp_hello", "from-2-to-0", prefix, sizeof(prefix), &hello, sizeof(hello));
+    tcp_blob(blob, "127.0.0.1", "41000");
+    rc |= put("fuzz_tcp_addr", "ipv4", blob, sizeof(blob), NULL, 0);
+    tcp_blob(blob, "::1", "65535");
+    rc |= put("fuzz_tcp_addr", "ipv6", blob, sizeof(blob), NULL, 0);
+    tcp_blob(blob, "fe80::1%1", "1");
+    rc |= put("fuzz_tcp_addr", "ipv6-scope", blob, sizeof(blob), NULL, 0);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s corpus-dir\n", argv[0]);
+        return 2;
+    }
+    top = argv[1];
+    return boot_seeds() | tcp_seeds() ? 1 : 0;
+}
