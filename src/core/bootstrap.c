@@ -27,8 +27,12 @@
 #include "util/time.h"
 #include "core/bootstrap_wire.h"
 
-/* Connections that have not proved the secret yet; more wait in the listen backlog. */
-#define STORE_UNAUTH_MAX 256
+/*
+ * Connections that have not proved the secret yet; more wait in the listen
+ * backlog. Each holds a fixed 4 KiB input buffer, so the cap also bounds what
+ * unauthenticated peers can make the store allocate (about 0.5 MiB).
+ */
+#define STORE_UNAUTH_MAX 128
 /* Bounds of the time an unauthenticated connection may hold a slot. */
 #define STORE_AUTH_MIN_S 1.0
 #define STORE_AUTH_MAX_S 5.0
