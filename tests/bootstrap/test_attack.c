@@ -433,9 +433,17 @@ Test(attack, everything_at_once, .timeout = 120)
                 "%ld after it, %ld at the end; malloc in use %+ld KiB after the attack "
                 "(%d idle connections still open)", ob.rss_start, ob.rss_before, ob.rss_peak,
                 ob.rss_after_attack, ob.rss_end, ob.heap_after_attack - ob.heap_before, IDLE);
+    /*
+     * AddressSanitizer's allocator (quarantine, redzones, shadow pages) inflates
+     * resident memory by megabytes, so the budget is checked in plain builds only.
+     */
+#if defined(__SANITIZE_ADDRESS__)
+    cr_log_info("rss budget not checked under AddressSanitizer");
+#else
     cr_expect(ob.rss_before > 0 && ob.rss_after_attack - ob.rss_before < RSS_LIMIT_KIB,
               "the attack grew the store's rss by %ld KiB (%ld -> %ld)",
               ob.rss_after_attack - ob.rss_before, ob.rss_before, ob.rss_after_attack);
+#endif
     expect_log_clean(log_path);
     unlink(log_path);
 }
