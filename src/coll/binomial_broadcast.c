@@ -34,20 +34,12 @@ static chorus_status_t bcast_forward(coll_sched_t *s, const coll_args_t *args, c
 
 static chorus_status_t binomial_broadcast_build(const coll_args_t *args, coll_sched_t *sched)
 {
-    const char *bad = coll_tree_bad_arg(args, 1, 0);
     int is_root = args->rank == args->root;
     size_t esize, ce, nchunks;
     int parent;
 
-    if (bad == NULL && args->count > 0 && args->recvbuf == NULL)
-        bad = "recvbuf";
-    if (bad == NULL && args->count > 0 && is_root && args->sendbuf == NULL)
-        bad = "sendbuf";
-    if (bad != NULL) {
-        chorus_error("binomial broadcast: invalid %s (rank %d of %d, root %d, count %zu)", bad,
-                     args->rank, args->size, args->root, args->count);
+    if (coll_tree_check(args, "binomial broadcast", 1, 0, COLL_TREE_RECV | COLL_TREE_SEND_ROOT))
         return CHORUS_ERR_INVALID_ARG;
-    }
     if (args->count == 0)
         return CHORUS_OK;
     esize = chorus_dtype_size(args->dtype);

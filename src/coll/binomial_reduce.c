@@ -132,29 +132,14 @@ static chorus_status_t brd_alloc(brd_build_t *b)
     return CHORUS_OK;
 }
 
-static const char *brd_bad_arg(const coll_args_t *args)
-{
-    const char *bad = coll_tree_bad_arg(args, 1, 1);
-
-    if (bad == NULL && args->count > 0 && args->sendbuf == NULL)
-        bad = "sendbuf";
-    if (bad == NULL && args->count > 0 && args->rank == args->root && args->recvbuf == NULL)
-        bad = "recvbuf";
-    return bad;
-}
-
 static chorus_status_t binomial_reduce_build(const coll_args_t *args, coll_sched_t *sched)
 {
-    const char *bad = brd_bad_arg(args);
     brd_build_t b = {.args = args, .s = sched};
     size_t nchunks;
     chorus_status_t st;
 
-    if (bad != NULL) {
-        chorus_error("binomial reduce: invalid %s (rank %d of %d, root %d, count %zu)", bad,
-                     args->rank, args->size, args->root, args->count);
+    if (coll_tree_check(args, "binomial reduce", 1, 1, COLL_TREE_SEND | COLL_TREE_RECV_ROOT))
         return CHORUS_ERR_INVALID_ARG;
-    }
     if (args->count == 0)
         return CHORUS_OK;
     b.esize = chorus_dtype_size(args->dtype);

@@ -14,20 +14,12 @@ enum { CHAIN_BCAST_PHASE = 1 };
 
 static chorus_status_t chain_broadcast_build(const coll_args_t *args, coll_sched_t *sched)
 {
-    const char *bad = coll_tree_bad_arg(args, 1, 0);
     int is_root = args->rank == args->root;
     int v, prev, next;
     size_t esize, ce, nchunks;
 
-    if (bad == NULL && args->count > 0 && args->recvbuf == NULL)
-        bad = "recvbuf";
-    if (bad == NULL && args->count > 0 && is_root && args->sendbuf == NULL)
-        bad = "sendbuf";
-    if (bad != NULL) {
-        chorus_error("chain broadcast: invalid %s (rank %d of %d, root %d, count %zu)", bad,
-                     args->rank, args->size, args->root, args->count);
+    if (coll_tree_check(args, "chain broadcast", 1, 0, COLL_TREE_RECV | COLL_TREE_SEND_ROOT))
         return CHORUS_ERR_INVALID_ARG;
-    }
     if (args->count == 0)
         return CHORUS_OK;
     esize = chorus_dtype_size(args->dtype);

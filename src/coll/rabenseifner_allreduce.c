@@ -212,16 +212,10 @@ static chorus_status_t rab_single(rab_build_t *b)
 static chorus_status_t rabenseifner_allreduce_build(const coll_args_t *args,
                                                     coll_sched_t *sched)
 {
-    const char *bad = coll_tree_bad_arg(args, 0, 1);
     rab_build_t b = {.args = args, .s = sched, .last = {-1, -1}};
 
-    if (bad == NULL && args->count > 0 && (args->sendbuf == NULL || args->recvbuf == NULL))
-        bad = args->sendbuf == NULL ? "sendbuf" : "recvbuf";
-    if (bad != NULL) {
-        chorus_error("rabenseifner allreduce: invalid %s (rank %d of %d, count %zu)", bad,
-                     args->rank, args->size, args->count);
+    if (coll_tree_check(args, "rabenseifner allreduce", 0, 1, COLL_TREE_SEND | COLL_TREE_RECV))
         return CHORUS_ERR_INVALID_ARG;
-    }
     if (args->count == 0)
         return CHORUS_OK;
     b.esize = chorus_dtype_size(args->dtype);

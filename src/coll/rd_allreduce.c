@@ -131,18 +131,13 @@ static chorus_status_t rd_chunk(rd_build_t *b, size_t off, size_t bytes, size_t 
 
 static chorus_status_t rd_allreduce_build(const coll_args_t *args, coll_sched_t *sched)
 {
-    const char *bad = coll_tree_bad_arg(args, 0, 1);
     rd_build_t b = {.args = args, .s = sched};
     size_t ce, nchunks;
     chorus_status_t st;
 
-    if (bad == NULL && args->count > 0 && (args->sendbuf == NULL || args->recvbuf == NULL))
-        bad = args->sendbuf == NULL ? "sendbuf" : "recvbuf";
-    if (bad != NULL) {
-        chorus_error("recursive doubling allreduce: invalid %s (rank %d of %d, count %zu)", bad,
-                     args->rank, args->size, args->count);
+    if (coll_tree_check(args, "recursive doubling allreduce", 0, 1,
+                        COLL_TREE_SEND | COLL_TREE_RECV))
         return CHORUS_ERR_INVALID_ARG;
-    }
     if (args->count == 0)
         return CHORUS_OK;
     b.esize = chorus_dtype_size(args->dtype);

@@ -30,6 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "coll/coll.h"
+#include "util/log.h"
 
 /* ---- binomial tree ------------------------------------------------------ */
 
@@ -196,8 +197,20 @@ static inline size_t coll_tree_chunk_elems(size_t count, size_t esize, size_t ch
  * must be valid. Buffers are the builders' to check, as each reads and
  * writes different ones.
  */
-static inline const char *coll_tree_bad_arg(const coll_args_t *args, int rooted, int reduces)
+/* Buffers a tree builder reads or writes when count > 0. */
+enum {
+    COLL_TREE_SEND = 1,             /* sendbuf on every rank */
+    COLL_TREE_RECV = 2,             /* recvbuf on every rank */
+    COLL_TREE_SEND_ROOT = 4,        /* sendbuf on the root only */
+    COLL_TREE_RECV_ROOT = 8         /* recvbuf on the root only */
+};
+
+/* The first argument out of range, or NULL. */
+static inline const char *coll_tree_bad_arg(const coll_args_t *args, int rooted, int reduces,
+                                            unsigned bufs)
 {
+    int is_root = args->rank == args->root;
+
     if (args->size < 1)
         return "size";
     if (args->rank < 0 || args->rank >= args->size)
@@ -208,7 +221,31 @@ static inline const char *coll_tree_bad_arg(const coll_args_t *args, int rooted,
         return "dtype";
     if (reduces && (unsigned)args->op >= CHORUS_OP_COUNT)
         return "op";
+    if (args->count == 0)
+        return NULL;
+    if (args->sendbuf == NULL &&
+        ((bufs & COLL_TREE_SEND) || (is_root && (bufs & COLL_TREE_SEND_ROOT))))
+        return "sendbuf";
+    if (args->recvbuf == NULL &&
+        ((bufs & COLL_TREE_RECV) || (is_root && (bufs & COLL_TREE_RECV_ROOT))))
+        return "recvbuf";
     return NULL;
+}
+
+/*
+ * Check a tree builder's arguments; logs the first bad one, named with the
+ * algorithm, and returns CHORUS_ERR_INVALID_ARG for it.
+ */
+static inline chorus_status_t coll_tree_check(const coll_args_t *args, const char *alg,
+                                              int rooted, int reduces, unsigned bufs)
+{
+    const char *bad = coll_tree_bad_arg(args, rooted, reduces, bufs);
+
+    if (bad == NULL)
+        return CHORUS_OK;
+    chorus_error("%s: invalid %s (rank %d of %d, root %d, count %zu)", alg, bad, args->rank,
+                 args->size, args->root, args->count);
+    return CHORUS_ERR_INVALID_ARG;
 }
 
 /*
