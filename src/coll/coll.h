@@ -119,6 +119,14 @@ long coll_sched_finalize_op(coll_sched_t *s, void *buf, size_t bytes,
  */
 int coll_sched_progress(coll_sched_t *s, const tl_ops_t *tl, tl_ctx_t *ctx, uint64_t tag_base);
 
+/*
+ * The checks of a builder whose buffers are count elements (per_rank = 0) or
+ * size blocks of count elements (per_rank = 1): dtype, op when it reduces,
+ * rank, and overflow of the byte count. Logs the first failure with alg.
+ */
+chorus_status_t coll_check_blocks(const coll_args_t *args, const char *alg, int reduces,
+                                  int per_rank, size_t *esize_p);
+
 /* An algorithm: a schedule builder for one collective. */
 typedef struct {
     const char *name;

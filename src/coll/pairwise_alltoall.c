@@ -15,26 +15,6 @@
 /* Steps in flight: step s starts once step s - PAIRWISE_DEPTH has completed. */
 #define PAIRWISE_DEPTH 4
 
-static chorus_status_t pairwise_check(const coll_args_t *a, size_t *esize_p)
-{
-    size_t esize = chorus_dtype_size(a->dtype);
-
-    if (esize == 0) {
-        chorus_error("pairwise alltoall: invalid dtype %d", (int)a->dtype);
-        return CHORUS_ERR_INVALID_ARG;
-    }
-    if (a->size < 1 || a->rank < 0 || a->rank >= a->size) {
-        chorus_error("pairwise alltoall: invalid rank %d of size %d", a->rank, a->size);
-        return CHORUS_ERR_INVALID_ARG;
-    }
-    if (a->count > SIZE_MAX / esize / (size_t)a->size) {
-        chorus_error("pairwise alltoall: count %zu x %d ranks overflows", a->count, a->size);
-        return CHORUS_ERR_INVALID_ARG;
-    }
-    *esize_p = esize;
-    return CHORUS_OK;
-}
-
 static chorus_status_t pairwise_steps(const coll_args_t *a, coll_sched_t *sched,
                                       const char *send, long first)
 {
@@ -65,7 +45,7 @@ static chorus_status_t pairwise_alltoall_build(const coll_args_t *args, coll_sch
     size_t esize, block, total;
     const char *send = args->sendbuf;
     long first = -1;
-    chorus_status_t status = pairwise_check(args, &esize);
+    chorus_status_t status = coll_check_blocks(args, "pairwise alltoall", 0, 1, &esize);
 
     if (status != CHORUS_OK || args->count == 0)
         return status;

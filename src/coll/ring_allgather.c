@@ -16,26 +16,6 @@ static size_t chunk_len(size_t n, size_t chunk, size_t c)
     return left < chunk ? left : chunk;
 }
 
-static chorus_status_t ring_ag_check(const coll_args_t *a, size_t *esize_p)
-{
-    size_t esize = chorus_dtype_size(a->dtype);
-
-    if (esize == 0) {
-        chorus_error("ring allgather: invalid dtype %d", (int)a->dtype);
-        return CHORUS_ERR_INVALID_ARG;
-    }
-    if (a->size < 1 || a->rank < 0 || a->rank >= a->size) {
-        chorus_error("ring allgather: invalid rank %d of size %d", a->rank, a->size);
-        return CHORUS_ERR_INVALID_ARG;
-    }
-    if (a->count > SIZE_MAX / esize / (size_t)a->size) {
-        chorus_error("ring allgather: count %zu x %d ranks overflows", a->count, a->size);
-        return CHORUS_ERR_INVALID_ARG;
-    }
-    *esize_p = esize;
-    return CHORUS_OK;
-}
-
 /*
  * Step s forwards block rank - s and receives block rank - s - 1. prev[c]
  * is the step that made chunk c of the block in hand available (-1 for
@@ -75,7 +55,7 @@ static chorus_status_t ring_allgather_build(const coll_args_t *args, coll_sched_
     size_t esize, chunk, nchunks;
     char *own;
     long *prev;
-    chorus_status_t status = ring_ag_check(args, &esize);
+    chorus_status_t status = coll_check_blocks(args, "ring allgather", 0, 1, &esize);
 
     if (status != CHORUS_OK || args->count == 0)
         return status;

@@ -145,26 +145,6 @@ static chorus_status_t ring_ar_ag_step(ring_ar_t *st, int s)
     return CHORUS_OK;
 }
 
-static chorus_status_t ring_ar_check(const coll_args_t *a, size_t *esize_p)
-{
-    size_t esize = chorus_dtype_size(a->dtype);
-
-    if (esize == 0 || (unsigned)a->op >= CHORUS_OP_COUNT) {
-        chorus_error("ring allreduce: invalid dtype %d or op %d", (int)a->dtype, (int)a->op);
-        return CHORUS_ERR_INVALID_ARG;
-    }
-    if (a->size < 1 || a->rank < 0 || a->rank >= a->size) {
-        chorus_error("ring allreduce: invalid rank %d of size %d", a->rank, a->size);
-        return CHORUS_ERR_INVALID_ARG;
-    }
-    if (a->count > SIZE_MAX / esize) {
-        chorus_error("ring allreduce: count %zu overflows", a->count);
-        return CHORUS_ERR_INVALID_ARG;
-    }
-    *esize_p = esize;
-    return CHORUS_OK;
-}
-
 static chorus_status_t ring_ar_phases(ring_ar_t *st)
 {
     chorus_status_t status = CHORUS_OK;
@@ -182,7 +162,7 @@ static chorus_status_t ring_allreduce_build(const coll_args_t *args, coll_sched_
 {
     ring_ar_t st = {.args = args, .sched = sched};
     size_t max_block;
-    chorus_status_t status = ring_ar_check(args, &st.esize);
+    chorus_status_t status = coll_check_blocks(args, "ring allreduce", 1, 0, &st.esize);
 
     if (status != CHORUS_OK)
         return status;

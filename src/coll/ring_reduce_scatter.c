@@ -81,26 +81,6 @@ static chorus_status_t ring_rs_finalize(ring_rs_t *st)
     return CHORUS_OK;
 }
 
-static chorus_status_t ring_rs_check(const coll_args_t *a, size_t *esize_p)
-{
-    size_t esize = chorus_dtype_size(a->dtype);
-
-    if (esize == 0 || (unsigned)a->op >= CHORUS_OP_COUNT) {
-        chorus_error("ring reduce_scatter: invalid dtype %d or op %d", (int)a->dtype, (int)a->op);
-        return CHORUS_ERR_INVALID_ARG;
-    }
-    if (a->size < 1 || a->rank < 0 || a->rank >= a->size) {
-        chorus_error("ring reduce_scatter: invalid rank %d of size %d", a->rank, a->size);
-        return CHORUS_ERR_INVALID_ARG;
-    }
-    if (a->count > SIZE_MAX / esize / (size_t)a->size) {
-        chorus_error("ring reduce_scatter: count %zu x %d ranks overflows", a->count, a->size);
-        return CHORUS_ERR_INVALID_ARG;
-    }
-    *esize_p = esize;
-    return CHORUS_OK;
-}
-
 static chorus_status_t ring_rs_steps(ring_rs_t *st)
 {
     chorus_status_t status = CHORUS_OK;
@@ -118,7 +98,8 @@ static chorus_status_t ring_reduce_scatter_build(const coll_args_t *args, coll_s
 {
     ring_rs_t st = {.args = args, .sched = sched};
     size_t block;
-    chorus_status_t status = ring_rs_check(args, &st.esize);
+    chorus_status_t status = coll_check_blocks(args, "ring reduce_scatter", 1, 1,
+                                                &st.esize);
 
     if (status != CHORUS_OK || args->count == 0)
         return status;
