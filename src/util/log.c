@@ -21,9 +21,9 @@
 /* Messages logged before chorus__log_init use the default level. */
 int chorus__log_levels[CHORUS_LOG_COMP_COUNT] = {
     LOG_LEVEL_DEFAULT, LOG_LEVEL_DEFAULT, LOG_LEVEL_DEFAULT, LOG_LEVEL_DEFAULT, LOG_LEVEL_DEFAULT,
-    LOG_LEVEL_DEFAULT, LOG_LEVEL_DEFAULT, LOG_LEVEL_DEFAULT, LOG_LEVEL_DEFAULT,
+    LOG_LEVEL_DEFAULT, LOG_LEVEL_DEFAULT, LOG_LEVEL_DEFAULT, LOG_LEVEL_DEFAULT, LOG_LEVEL_DEFAULT,
 };
-_Static_assert(CHORUS_LOG_COMP_COUNT == 9, "initialize the level of every log component");
+_Static_assert(CHORUS_LOG_COMP_COUNT == 10, "initialize the level of every log component");
 int chorus__log_level = LOG_LEVEL_DEFAULT;
 
 static const char *const level_names[] = {"error", "warn", "info", "debug", "trace"};
@@ -34,6 +34,7 @@ static const char *const comp_names[CHORUS_LOG_COMP_COUNT] = {
     [CHORUS_LOG_COMP_CORE] = "core",
     [CHORUS_LOG_COMP_BOOTSTRAP] = "bootstrap",
     [CHORUS_LOG_COMP_TCP] = "tcp",
+    [CHORUS_LOG_COMP_SHM] = "shm",
     [CHORUS_LOG_COMP_TOPOLOGY] = "topology",
     [CHORUS_LOG_COMP_TUNING] = "tuning",
     [CHORUS_LOG_COMP_TOOLS] = "tools",
@@ -49,7 +50,7 @@ static const chorus__config_var_t log_vars[] = {
      "messages printed to stderr: a level for every component, error, warn, info, debug or "
      "trace (each includes the ones before it), optionally followed by component=level "
      "items that override it, as in 'warn,tcp=debug,bootstrap=trace'; components: util, "
-     "reduce, coll, core, bootstrap, tcp, topology, tuning, tools. Each message names its "
+     "reduce, coll, core, bootstrap, tcp, shm, topology, tuning, tools. Each message names its "
      "component; at debug and trace it also names its source line",
      chorus__config_parse_string, offsetof(log_config_t, level)},
 };
@@ -103,7 +104,7 @@ static int log_parse_item(char *item, int *comp_p, int *level_p)
         *eq = '=';
         if (*comp_p < 0) {
             log_bad_item(item, "unknown component (util, reduce, coll, core, bootstrap, "
-                         "tcp, topology, tuning, tools)");
+                         "tcp, shm, topology, tuning, tools)");
             return -1;
         }
         level_text = log_trim(eq + 1);

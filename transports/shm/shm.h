@@ -1,0 +1,91 @@
+/*
+ * Node-local collectives over shared memory. Every rank of a node owns one
+ * region (a memfd: never a file in /dev/shm, gone with the last mapping,
+ * also after SIGKILL) that its local peers map through /proc/<pid>/fd.
+ * A region holds this rank's progress counter, a futex word and two data
+ * slots. Collectives are state machines over the counters: each rank posts
+ * "step s done" and waits until every local rank has posted step s, so any
+ * thread (the caller's, or the progress thread for non-blocking calls) can
+ * drive them, one call at a time and in call order.
+ *
+ * Two data paths: staging through the slots (copy in, reduce one slice of
+ * every rank's data, copy out), and single copy with cross-memory attach
+ * (process_vm_readv/writev straight between the ranks' own buffers) where
+ * the kernel allows it.
+ */
+#ifndef CHORUS_SHM_H
+#define CHORUS_SHM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "chorus.h"
+#include "coll/coll.h"
+#include "util/config.h"
+
+#define SHM_TOKEN_BYTES 16
+
+/* What a rank publishes at the rendezvous so that local peers can map its region. */
+typedef struct {
+    int32_t pid;
+    int32_t fd;                 /* -1: this rank has no region */
+    uint8_t token[SHM_TOKEN_BYTES];
+} shm_card_t;
+
+typedef struct {
+    int enabled;                /* CHORUS_SHM */
+    size_t slot_bytes;          /* CHORUS_SHM_SLOT_SIZE */
+    int cma;                    /* CHORUS_SHM_CMA */
+    size_t nt_bytes;            /* CHORUS_SHM_NT_THRESHOLD */
+    size_t spin;                /* CHORUS_SHM_SPIN */
+} shm_config_t;
+
+extern const chorus__config_table_t shm_config_table;
+
+typedef struct shm_region shm_region_t;
+typedef struct shm_node shm_node_t;
+
+/* This rank's region, created before the rendezvous; card is what to publish. */
+chorus_status_t shm_region_create(const shm_config_t *cfg, shm_region_t **region_p,
+                                  shm_card_t *card);
+/* For a region that never became part of a node. */
+void shm_region_destroy(shm_region_t *region);
+
+/*
+ * Map every local peer's region (cards in local-rank order, own card at
+ * local_rank) and check each one's token. Takes the own region over, also
+ * on failure. *cma_ok_p says whether cross-memory attach reached every peer.
+ */
+chorus_status_t shm_node_create(shm_region_t *own, const shm_card_t *cards, int local_rank,
+                                int local_size, const shm_config_t *cfg, shm_node_t **node_p,
+                                int *cma_ok_p);
+/* After every local rank has mapped every region: the memfd is no longer needed. */
+void shm_node_seal(shm_node_t *node, int use_cma);
+void shm_node_destroy(shm_node_t *node);
+/* Tell the local peers that this rank gave up (their waits end with PEER_FAILED). */
+void shm_node_fail(shm_node_t *node, chorus_status_t status);
+
+/* One collective on the node, driven by shm_op_progress. */
+typedef struct {
+    shm_node_t *node;
+    coll_args_t args;
+    coll_shm_kind_t kind;
+    uint64_t ticket;            /* call order on the node */
+    int phase;
+    uint32_t fp;                /* fingerprint of the call, checked against every peer's */
+    uint64_t base;              /* last step before this call */
+    uint64_t wait_step;         /* step every rank must reach before the next move */
+    int wait_peer;              /* first local rank found short of wait_step */
+    size_t round, nrounds;
+    size_t esize;
+    size_t bytes;               /* the call's whole vector in bytes */
+} shm_op_t;
+
+void shm_op_init(shm_op_t *op, shm_node_t *node, const coll_args_t *args,
+                 coll_shm_kind_t kind);
+/* 1: complete; 0: waiting for peers; < 0: failed (the node is unusable afterwards). */
+int shm_op_progress(shm_op_t *op);
+/* Wait at most max_us for the peer the op waits on: spin, then yield, then sleep (futex). */
+void shm_op_wait(shm_op_t *op, unsigned max_us);
+
+#endif

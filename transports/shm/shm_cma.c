@@ -1,0 +1,231 @@
+/*
+ * Single-copy collectives with cross-memory attach: every rank publishes
+ * where its buffers are, then reads its peers' data straight from their
+ * buffers (process_vm_readv) and, for reductions, writes the reduced slice
+ * straight into theirs (process_vm_writev). Each rank's reduction runs in
+ * private cache-sized chunks, in rank order. Two steps per call: the
+ * descriptors are published, and every rank is done with every buffer.
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#include "reduce/reduce.h"
+#include "transports/shm/shm_internal.h"
+#include "util/log.h"
+
+static int cma_error(int peer, const char *what, size_t bytes)
+{
+    int err = errno;
+
+    chorus_error("local rank %d: %s of %zu bytes failed: %s%s", peer, what, bytes, strerror(err),
+                 err == EPERM || err == ENOSYS ? " (the kernel refuses cross-memory attach; "
+                 "set CHORUS_SHM_CMA=0)" : "");
+    if (err == ESRCH)
+        return CHORUS_ERR_PEER_FAILED;
+    return err == EFAULT ? CHORUS_ERR_INVALID_ARG : CHORUS_ERR_SYSTEM;
+}
+
+/* Move bytes between this process at local and peer's remote address; partial moves resume. */
+static int cma_move(const shm_node_t *node, int peer, int write, void *local, uint64_t remote,
+                    size_t bytes)
+{
+    while (bytes > 0) {
+        struct iovec l = {.iov_base = local, .iov_len = bytes};
+        struct iovec r = {.iov_base = (void *)(uintptr_t)remote, .iov_len = bytes};
+        ssize_t n = write ? process_vm_writev(node->pids[peer], &l, 1, &r, 1, 0)
+                          : process_vm_readv(node->pids[peer], &l, 1, &r, 1, 0);
+
+        if (n <= 0) {
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n == 0)
+                errno = EFAULT;
+            return cma_error(peer, write ? "process_vm_writev" : "process_vm_readv", bytes);
+        }
+        local = (char *)local + n;
+        remote += (uint64_t)n;
+        bytes -= (size_t)n;
+    }
+    return 0;
+}
+
+int shm_cma_probe(pid_t pid, const shm_ctrl_t *peer_ctrl_local, uint64_t peer_addr)
+{
+    uint8_t token[SHM_TOKEN_BYTES];
+    struct iovec l = {.iov_base = token, .iov_len = sizeof(token)};
+    struct iovec r = {.iov_base = (void *)(uintptr_t)(peer_addr + offsetof(shm_ctrl_t, token)),
+                      .iov_len = sizeof(token)};
+
+    if (process_vm_readv(pid, &l, 1, &r, 1, 0) != (ssize_t)sizeof(token)) {
+        chorus_info("cross-memory attach to pid %d is not available (%m): node-local calls "
+                    "use the staging path", (int)pid);
+        return 0;
+    }
+    return memcmp(token, peer_ctrl_local->token, sizeof(token)) == 0;
+}
+
+static const shm_desc_t *desc_of(const shm_node_t *node, int j)
+{
+    return &node->ctrl[j]->desc;
+}
+
+/* Every peer's descriptor describes this call, with the buffers it needs. */
+static int cma_check(shm_op_t *op)
+{
+    const coll_args_t *a = &op->args;
+
+    for (int j = 0; j < op->node->n; j++) {
+        const shm_desc_t *d = desc_of(op->node, j);
+        int needs_recv = a->coll == COLL_ALLREDUCE || a->coll == COLL_BROADCAST ||
+                         (a->coll == COLL_REDUCE && j == a->root);
+        int needs_send = a->coll != COLL_BROADCAST || j == a->root;
+
+        if (d->fp != op->fp || d->count != a->count ||
+            (needs_recv && d->recvbuf == 0) || (needs_send && d->sendbuf == 0)) {
+            chorus_error("local rank %d published a call that does not match this one (count "
+                         "%llu against %zu, fingerprint %04x against %04x, or a NULL buffer)",
+                         j, (unsigned long long)d->count, a->count, d->fp, op->fp);
+            return CHORUS_ERR_INVALID_ARG;
+        }
+    }
+    return 0;
+}
+
+/* acc = reduction in rank order of elements [c, c+k) at offset elem0 of every rank's sendbuf. */
+static int cma_reduce_chunk(shm_op_t *op, size_t elem0, size_t c, size_t k)
+{
+    shm_node_t *node = op->node;
+    chorus__reduce_fn fn = chorus__reduce_kernel(op->args.dtype, op->args.op);
+    size_t es = op->esize, off = (elem0 + c) * es;
+    const char *own = (const char *)op->args.sendbuf + off;
+    int rc;
+
+    for (int j = 0; j < node->n; j++) {
+        const void *src = own;
+
+        if (j != node->me) {
+            void *dst = j == 0 ? node->acc : node->tmp;
+            if ((rc = cma_move(node, j, 0, dst, desc_of(node, j)->sendbuf + off, k * es)) < 0)
+                return rc;
+            src = dst;
+        }
+        if (j == 0 && src != node->acc)
+            memcpy(node->acc, src, k * es);
+        else if (j > 0)
+            fn(node->acc, node->acc, src, k);
+    }
+    chorus__reduce_finalize(op->args.dtype, op->args.op, node->acc, k, node->n);
+    return 0;
+}
+
+/* The reduced chunk to rank j's recvbuf at byte offset off (its own with memcpy). */
+static int cma_put(shm_op_t *op, int j, size_t off, size_t bytes)
+{
+    shm_node_t *node = op->node;
+
+    if (j == node->me) {
+        memcpy((char *)op->args.recvbuf + off, node->acc, bytes);
+        return 0;
+    }
+    return cma_move(node, j, 1, node->acc, desc_of(node, j)->recvbuf + off, bytes);
+}
+
+static int cma_reduce(shm_op_t *op)
+{
+    shm_node_t *node = op->node;
+    const coll_args_t *a = &op->args;
+    size_t es = op->esize, per = node->chunk / es, lo, hi, elem0 = 0;
+    size_t unit = es < SHM_LINE ? SHM_LINE / es : 1;
+    int rc;
+
+    if (a->coll == COLL_REDUCE_SCATTER) {
+        lo = 0;
+        hi = a->count;
+        elem0 = (size_t)node->me * a->count;
+    } else {
+        shm_part(a->count, unit, node->n, node->me, &lo, &hi);
+    }
+    for (size_t c = lo; c < hi; c += per) {
+        size_t k = hi - c < per ? hi - c : per;
+
+        if ((rc = cma_reduce_chunk(op, elem0, c, k)) < 0)
+            return rc;
+        if (a->coll == COLL_REDUCE_SCATTER) {
+            memcpy((char *)a->recvbuf + c * es, node->acc, k * es);
+            continue;
+        }
+        for (int j = 0; j < node->n; j++) {
+            if ((a->coll == COLL_ALLREDUCE || j == a->root) && (rc = cma_put(op, j, c * es, k * es)) < 0)
+                return rc;
+        }
+    }
+    return 0;
+}
+
+static int cma_gather(shm_op_t *op)
+{
+    shm_node_t *node = op->node;
+    const coll_args_t *a = &op->args;
+    size_t block = a->count * op->esize;
+    char *recv = a->recvbuf;
+    int rc;
+
+    if (a->coll == COLL_BROADCAST) {
+        if (a->rank == a->root) {
+            if (recv != a->sendbuf)
+                memcpy(recv, a->sendbuf, block);
+            return 0;
+        }
+        return cma_move(node, a->root, 0, recv, desc_of(node, a->root)->sendbuf, block);
+    }
+    for (int j = 0; j < node->n; j++) {
+        if (j == node->me) {
+            if (recv + (size_t)j * block != a->sendbuf)
+                memcpy(recv + (size_t)j * block, a->sendbuf, block);
+        } else if ((rc = cma_move(node, j, 0, recv + (size_t)j * block,
+                                  desc_of(node, j)->sendbuf, block)) < 0) {
+            return rc;
+        }
+    }
+    return 0;
+}
+
+int shm_cma_progress(shm_op_t *op)
+{
+    shm_node_t *node = op->node;
+    shm_desc_t *mine = &node->ctrl[node->me]->desc;
+    int rc;
+
+    switch (op->round) {
+    case 0:
+        mine->sendbuf = (uint64_t)(uintptr_t)op->args.sendbuf;
+        mine->recvbuf = (uint64_t)(uintptr_t)op->args.recvbuf;
+        mine->count = op->args.count;
+        mine->fp = op->fp;
+        shm_post(node, op->fp);
+        op->round = 1;
+        /* fall through */
+    case 1:
+        if ((rc = shm_reached(node, op->base + 1, op->base, op->fp, &op->wait_peer)) <= 0) {
+            op->wait_step = op->base + 1;
+            return rc;
+        }
+        if ((rc = cma_check(op)) < 0)
+            return rc;
+        if (op->args.coll == COLL_ALLGATHER || op->args.coll == COLL_BROADCAST)
+            rc = cma_gather(op);
+        else
+            rc = cma_reduce(op);
+        if (rc < 0)
+            return rc;
+        shm_post(node, op->fp);
+        op->round = 2;
+        /* fall through */
+    default:
+        rc = shm_reached(node, op->base + 2, op->base, op->fp, &op->wait_peer);
+        op->wait_step = op->base + 2;
+        return rc;
+    }
+}
