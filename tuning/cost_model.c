@@ -1,5 +1,6 @@
 /* Alpha-beta-gamma cost of every algorithm chorus can select. */
 #include "tuning/cost_model.h"
+#include "tuning/cost_shm.h"
 
 #include <math.h>
 #include <strings.h>
@@ -128,35 +129,48 @@ typedef struct {
  */
 static const tune_coll_desc_t tune_colls[TUNE_COLL_COUNT] = {
     [TUNE_COLL_ALLREDUCE] = {
-        .name = "allreduce", .nalgs = 3,
+        .name = "allreduce", .nalgs = 6,
         .algs = {{.name = "ring", .cost = allreduce_ring},
                  {.name = "rd", .cost = allreduce_rd},
-                 {.name = "rabenseifner", .cost = allreduce_rabenseifner}},
+                 {.name = "rabenseifner", .cost = allreduce_rabenseifner},
+                 {.name = "shm", .cost = tune_shm_allreduce_flat},
+                 {.name = "shm_slice", .cost = tune_shm_allreduce_slice},
+                 {.name = "shm_cma", .cost = tune_shm_allreduce_cma}},
     },
     [TUNE_COLL_ALLGATHER] = {
-        .name = "allgather", .nalgs = 1,
-        .algs = {{.name = "ring", .cost = allgather_ring}},
+        .name = "allgather", .nalgs = 3,
+        .algs = {{.name = "ring", .cost = allgather_ring},
+                 {.name = "shm", .cost = tune_shm_allgather},
+                 {.name = "shm_cma", .cost = tune_shm_allgather_cma}},
     },
     [TUNE_COLL_BROADCAST] = {
-        .name = "broadcast", .nalgs = 2,
+        .name = "broadcast", .nalgs = 4,
         .algs = {{.name = "binomial", .cost = broadcast_binomial},
-                 {.name = "chain", .cost = broadcast_chain}},
+                 {.name = "chain", .cost = broadcast_chain},
+                 {.name = "shm", .cost = tune_shm_broadcast},
+                 {.name = "shm_cma", .cost = tune_shm_broadcast_cma}},
     },
     [TUNE_COLL_REDUCE_SCATTER] = {
-        .name = "reduce_scatter", .nalgs = 1,
-        .algs = {{.name = "ring", .cost = reduce_scatter_ring}},
+        .name = "reduce_scatter", .nalgs = 3,
+        .algs = {{.name = "ring", .cost = reduce_scatter_ring},
+                 {.name = "shm", .cost = tune_shm_reduce_scatter},
+                 {.name = "shm_cma", .cost = tune_shm_reduce_scatter_cma}},
     },
     [TUNE_COLL_REDUCE] = {
-        .name = "reduce", .nalgs = 1,
-        .algs = {{.name = "binomial", .cost = reduce_binomial}},
+        .name = "reduce", .nalgs = 4,
+        .algs = {{.name = "binomial", .cost = reduce_binomial},
+                 {.name = "shm", .cost = tune_shm_allreduce_flat},
+                 {.name = "shm_slice", .cost = tune_shm_allreduce_slice},
+                 {.name = "shm_cma", .cost = tune_shm_allreduce_cma}},
     },
     [TUNE_COLL_ALLTOALL] = {
         .name = "alltoall", .nalgs = 1,
         .algs = {{.name = "pairwise", .cost = alltoall_pairwise}},
     },
     [TUNE_COLL_BARRIER] = {
-        .name = "barrier", .nalgs = 1,
-        .algs = {{.name = "dissemination", .cost = barrier_dissemination}},
+        .name = "barrier", .nalgs = 2,
+        .algs = {{.name = "dissemination", .cost = barrier_dissemination},
+                 {.name = "shm", .cost = tune_shm_barrier}},
     },
 };
 
@@ -166,6 +180,12 @@ void tune_model_default(tune_model_t *model_p)
     model_p->beta = TUNE_DEFAULT_BETA;
     model_p->gamma = TUNE_DEFAULT_GAMMA;
     model_p->chunk_bytes = TUNE_DEFAULT_CHUNK_BYTES;
+    model_p->node_local = 0;
+    model_p->node_cma = 0;
+    model_p->shm_slot = 0;
+    model_p->shm_alpha = TUNE_DEFAULT_SHM_ALPHA;
+    model_p->shm_beta = TUNE_DEFAULT_SHM_BETA;
+    model_p->cma_alpha = TUNE_DEFAULT_CMA_ALPHA;
 }
 
 const char *tune_coll_name(tune_coll_t coll)

@@ -28,7 +28,7 @@ typedef enum {
 } tune_coll_t;
 
 /* Most candidate algorithms of any one collective. */
-#define TUNE_ALGS_MAX 3
+#define TUNE_ALGS_MAX 6
 
 /* Defaults: TCP over loopback. */
 #define TUNE_DEFAULT_ALPHA       30e-6            /* 30 us per message */
@@ -36,11 +36,23 @@ typedef enum {
 #define TUNE_DEFAULT_GAMMA       (1.0 / 4e9)      /* 4 GB/s reduced */
 #define TUNE_DEFAULT_CHUNK_BYTES ((size_t)256 << 10) /* CHORUS_CHUNK_SIZE's default */
 
+/* Defaults of the node-local (shared-memory) candidates. */
+#define TUNE_DEFAULT_SHM_ALPHA   1.5e-6           /* one step of every rank seen by all */
+#define TUNE_DEFAULT_SHM_BETA    (1.0 / 6e9)      /* 6 GB/s copied by one core */
+#define TUNE_DEFAULT_CMA_ALPHA   4e-6             /* one process_vm_readv/writev call */
+
 typedef struct {
     double alpha;           /* seconds per message */
     double beta;            /* seconds per byte sent */
     double gamma;           /* seconds per byte reduced */
     size_t chunk_bytes;     /* pipeline chunk of the chain broadcast; 0: no pipelining */
+    /* Node-local candidates: priced only when every rank shares a node. */
+    int node_local;         /* 1: the shm candidates exist */
+    int node_cma;           /* 1: single copy works between every pair of ranks */
+    size_t shm_slot;        /* bytes per staging round (CHORUS_SHM_SLOT_SIZE) */
+    double shm_alpha;       /* seconds per step */
+    double shm_beta;        /* seconds per byte copied */
+    double cma_alpha;       /* seconds per cross-memory call */
 } tune_model_t;
 
 void tune_model_default(tune_model_t *model_p);

@@ -435,6 +435,8 @@ static void print_range(FILE *out, tune_coll_t coll, const tune_range_t *r)
     fprintf(out, "%-15s %-20s %-13s %-6s", tune_coll_name(coll), span, r->alg,
             r->user ? "user" : "model");
     for (int i = 0; i < tune_coll_nalgs(coll); i++) {
+        if (isinf(r->est[i]))
+            continue;   /* not a candidate here (node-local ones on several nodes) */
         format_time(t, sizeof(t), r->est[i]);
         fprintf(out, " %s=%s", tune_coll_alg(coll, i), t);
     }
@@ -449,6 +451,13 @@ void tune_table_print(FILE *out, const tune_table_t *table)
             "reduce %.3g GB/s, chunk %zu bytes\n", table->nranks, m->alpha * 1e6,
             m->beta > 0.0 ? 1e-9 / m->beta : INFINITY,
             m->gamma > 0.0 ? 1e-9 / m->gamma : INFINITY, m->chunk_bytes);
+    if (m->node_local)
+        fprintf(out, "# every rank on one node: shared-memory candidates (steps %.1f us, copies "
+                "%.3g GB/s, single copy %s, slot %zu bytes)\n", m->shm_alpha * 1e6,
+                m->shm_beta > 0.0 ? 1e-9 / m->shm_beta : INFINITY,
+                m->node_cma ? "available" : "not available", m->shm_slot);
+    else
+        fprintf(out, "# ranks on several nodes: network transport only\n");
     fprintf(out, "# %-13s %-20s %-13s %-6s %s\n", "collective", "bytes", "algorithm", "by",
             "model estimates at the range's start");
     for (int c = 0; c < TUNE_COLL_COUNT; c++) {
@@ -515,6 +524,7 @@ chorus_status_t tune_model_from_config(const tune_config_t *config, size_t chunk
         chorus_error("invalid CHORUS_TUNE_REDUCE_GBS %g: must be above 0", config->reduce_gbs);
         return CHORUS_ERR_INVALID_ARG;
     }
+    tune_model_default(model_p);
     model_p->alpha = config->alpha_us * 1e-6;
     model_p->beta = 1.0 / (config->bandwidth_gbs * 1e9);
     model_p->gamma = 1.0 / (config->reduce_gbs * 1e9);
@@ -525,6 +535,33 @@ chorus_status_t tune_model_from_config(const tune_config_t *config, size_t chunk
 chorus_status_t tune_table_create(const tune_config_t *config, int p, size_t chunk_bytes,
                                   tune_table_t **table_p)
 {
+    return tune_table_create_node(config, p, chunk_bytes, NULL, table_p);
+}
+
+/* An override that names a candidate the model cannot run here. */
+static chorus_status_t check_runnable(const tune_table_t *t)
+{
+    for (int c = 0; c < TUNE_COLL_COUNT; c++) {
+        for (size_t i = 0; i < t->colls[c].count; i++) {
+            const tune_range_t *r = &t->colls[c].ranges[i];
+            int alg = tune_alg_index((tune_coll_t)c, r->alg);
+
+            if (r->user && isinf(tune_cost(&t->model, (tune_coll_t)c, alg, r->lo, t->nranks))) {
+                chorus_error("invalid value for CHORUS_TUNE: %s=%s cannot run here (%s)",
+                             tune_coll_name((tune_coll_t)c), r->alg,
+                             t->model.node_local ? "cross-memory attach is not available"
+                                                 : "the ranks do not all share one node, or "
+                                                   "CHORUS_SHM=0");
+                return CHORUS_ERR_INVALID_ARG;
+            }
+        }
+    }
+    return CHORUS_OK;
+}
+
+chorus_status_t tune_table_create_node(const tune_config_t *config, int p, size_t chunk_bytes,
+                                       const tune_node_t *node, tune_table_t **table_p)
+{
     tune_model_t model;
     tune_table_t *table;
     chorus_status_t status;
@@ -532,10 +569,17 @@ chorus_status_t tune_table_create(const tune_config_t *config, int p, size_t chu
     status = tune_model_from_config(config, chunk_bytes, &model);
     if (status != CHORUS_OK)
         return status;
+    if (node != NULL) {
+        model.node_local = 1;
+        model.node_cma = node->cma;
+        model.shm_slot = node->slot_bytes;
+    }
     status = tune_table_build(&model, p, &table);
     if (status != CHORUS_OK)
         return status;
     status = tune_table_override(table, config->tune.s);
+    if (status == CHORUS_OK)
+        status = check_runnable(table);
     if (status != CHORUS_OK) {
         tune_table_destroy(table);
         return status;

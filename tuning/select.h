@@ -82,4 +82,14 @@ chorus_status_t tune_model_from_config(const tune_config_t *config, size_t chunk
 chorus_status_t tune_table_create(const tune_config_t *config, int p, size_t chunk_bytes,
                                   tune_table_t **table_p);
 
+/* Where every rank shares one node: the node-local candidates join the table. */
+typedef struct {
+    int cma;                    /* single copy works between every pair of ranks */
+    size_t slot_bytes;          /* staging round (CHORUS_SHM_SLOT_SIZE) */
+} tune_node_t;
+
+/* tune_table_create for ranks on one node (node NULL: on several). */
+chorus_status_t tune_table_create_node(const tune_config_t *config, int p, size_t chunk_bytes,
+                                       const tune_node_t *node, tune_table_t **table_p);
+
 #endif

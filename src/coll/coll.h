@@ -127,11 +127,20 @@ int coll_sched_progress(coll_sched_t *s, const tl_ops_t *tl, tl_ctx_t *ctx, uint
 chorus_status_t coll_check_blocks(const coll_args_t *args, const char *alg, int reduces,
                                   int per_rank, size_t *esize_p);
 
-/* An algorithm: a schedule builder for one collective. */
+/* Node-local algorithms run by the shared-memory path (transports/shm), not as schedules. */
+typedef enum {
+    COLL_SHM_NONE = 0,
+    COLL_SHM_FLAT,          /* staging; every rank reads every slot */
+    COLL_SHM_SLICE,         /* staging; each rank reduces one slice for all */
+    COLL_SHM_CMA            /* single copy between the ranks' buffers */
+} coll_shm_kind_t;
+
+/* An algorithm: a schedule builder for one collective, or a node-local kind (build NULL). */
 typedef struct {
     const char *name;
     coll_type_t coll;
     chorus_status_t (*build)(const coll_args_t *args, coll_sched_t *sched);
+    coll_shm_kind_t shm;
 } coll_alg_t;
 
 /* Every algorithm, NULL-terminated; coll_alg_find by (collective, name). */
@@ -149,5 +158,6 @@ extern const coll_alg_t coll_chain_broadcast;         /* pipelined chain */
 extern const coll_alg_t coll_binomial_reduce;
 extern const coll_alg_t coll_pairwise_alltoall;
 extern const coll_alg_t coll_dissemination_barrier;
+extern const coll_alg_t coll_shm_algs[];              /* coll_shm_algs.c, ends with name NULL */
 
 #endif

@@ -55,5 +55,9 @@ const coll_alg_t *coll_alg_find(coll_type_t coll, const char *name)
         if (coll_algs[i]->coll == coll && strcmp(coll_algs[i]->name, name) == 0)
             return coll_algs[i];
     }
+    for (size_t i = 0; coll_shm_algs[i].name != NULL; i++) {
+        if (coll_shm_algs[i].coll == coll && strcmp(coll_shm_algs[i].name, name) == 0)
+            return &coll_shm_algs[i];
+    }
     return NULL;
 }
