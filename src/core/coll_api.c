@@ -92,8 +92,13 @@ static chorus_status_t check_args(const char *fn, chorus_comm_t comm, const coll
     return check_opts(fn, opts);
 }
 
-static chorus_status_t coll_post(const char *fn, chorus_comm_t comm, coll_args_t *a,
-                                 const chorus_opts_t *opts, chorus_request_t *req_p)
+/*
+ * Check and post a call. With blocking set, a node-local call may run at once
+ * in the calling thread instead: then *req_p is NULL and the call is over.
+ */
+static chorus_status_t coll_start(const char *fn, chorus_comm_t comm, coll_args_t *a,
+                                  const chorus_opts_t *opts, int blocking,
+                                  chorus_request_t *req_p)
 {
     size_t esize = chorus_dtype_size(a->dtype), n = comm ? (size_t)comm->size : 1;
     size_t send_elems = a->count, recv_elems = a->count;
@@ -131,16 +136,25 @@ static chorus_status_t coll_post(const char *fn, chorus_comm_t comm, coll_args_t
     status = check_args(fn, comm, a, opts, send_elems, recv_elems, in_place);
     if (status != CHORUS_OK)
         return status;
+    *req_p = NULL;
+    if (blocking && chorus__shm_run_inline(comm, a, &status))
+        return status;
     return chorus__request_post(comm, a, req_p);
+}
+
+static chorus_status_t coll_post(const char *fn, chorus_comm_t comm, coll_args_t *a,
+                                 const chorus_opts_t *opts, chorus_request_t *req_p)
+{
+    return coll_start(fn, comm, a, opts, 0, req_p);
 }
 
 static chorus_status_t coll_run(const char *fn, chorus_comm_t comm, coll_args_t *a,
                                 const chorus_opts_t *opts)
 {
-    chorus_request_t req;
-    chorus_status_t status = coll_post(fn, comm, a, opts, &req);
+    chorus_request_t req = NULL;
+    chorus_status_t status = coll_start(fn, comm, a, opts, 1, &req);
 
-    if (status != CHORUS_OK)
+    if (status != CHORUS_OK || req == NULL)
         return status;
     return chorus_request_free(req);
 }

@@ -25,6 +25,7 @@
 typedef struct {
     char tl_addr[TL_ADDR_MAX];
     char node_id[COMM_NODE_ID_MAX];
+    shm_card_t shm;
 } comm_card_t;
 
 /*
@@ -131,6 +132,9 @@ static chorus_status_t comm_rendezvous(chorus_comm_t comm, const comm_create_par
         return status;
     if (chorus__node_identity(card.node_id, sizeof(card.node_id)) != CHORUS_OK)
         snprintf(card.node_id, sizeof(card.node_id), "unknown-node");
+    status = chorus__shm_region_open(comm, &card.shm);
+    if (status != CHORUS_OK)
+        return status;
     cards = calloc((size_t)comm->size, sizeof(*cards));
     ids = calloc((size_t)comm->size, sizeof(*ids));
     if (cards == NULL || ids == NULL) {
@@ -149,6 +153,14 @@ static chorus_status_t comm_rendezvous(chorus_comm_t comm, const comm_create_par
     }
     status = chorus__local_ranks(ids, comm->size, comm->rank, &comm->local_rank,
                                  &comm->local_size);
+    /* One node holds every rank: keep the shared-memory cards (local rank = rank). */
+    if (status == CHORUS_OK && comm->local_size == comm->size && comm->size > 1) {
+        comm->shm_cards = calloc((size_t)comm->size, sizeof(*comm->shm_cards));
+        if (comm->shm_cards == NULL)
+            status = CHORUS_ERR_NO_MEMORY;
+        for (int r = 0; comm->shm_cards != NULL && r < comm->size; r++)
+            comm->shm_cards[r] = cards[r].shm;
+    }
     chorus_debug("rank %d: rendezvous done at %s (local %s, seen by store as %s), local rank "
                  "%d of %d", comm->rank, p->addr, local_host, host_seen, comm->local_rank,
                  comm->local_size);
@@ -206,11 +218,15 @@ static chorus_status_t comm_connect(chorus_comm_t comm, const comm_create_params
 static chorus_status_t comm_build_tune(chorus_comm_t comm)
 {
     tune_config_t tcfg;
+    tune_node_t node = {.slot_bytes = comm->shm_cfg.slot_bytes};
     chorus_status_t status = chorus__config_read(&tune_config_table, &tcfg);
 
     if (status != CHORUS_OK)
         return status;
-    return tune_table_create(&tcfg, comm->size, comm->cfg.chunk_bytes, &comm->tune);
+    if (comm->shm != NULL)
+        node.cma = comm->shm_cma;
+    return tune_table_create_node(&tcfg, comm->size, comm->cfg.chunk_bytes,
+                                  comm->shm != NULL ? &node : NULL, &comm->tune);
 }
 
 chorus_status_t chorus__comm_create(const comm_create_params_t *p, chorus_comm_t *comm_p)
@@ -262,20 +278,28 @@ chorus_status_t chorus__comm_create(const comm_create_params_t *p, chorus_comm_t
     }
     if (status != CHORUS_OK)
         goto err_tl;
-    status = comm_build_tune(comm);
-    if (status != CHORUS_OK)
-        goto err_tl;
     status = chorus__progress_start(comm);
     if (status != CHORUS_OK)
-        goto err_tune;
+        goto err_tl;
+    /* After the progress thread: the ranks agree over the transport whether shm works. */
+    status = chorus__shm_setup(comm);
+    if (status == CHORUS_OK)
+        status = comm_build_tune(comm);
+    if (status != CHORUS_OK)
+        goto err_progress;
     chorus_info("rank %d of %d: communicator ready (local rank %d of %d, transport %s)",
                 comm->rank, comm->size, comm->local_rank, comm->local_size, comm->tl->name);
     *comm_p = comm;
     return CHORUS_OK;
 
-err_tune:
-    tune_table_destroy(comm->tune);
+err_progress:
+    chorus__progress_stop(comm);
+    chorus__shm_close(comm);
+    comm->tl->ctx_destroy(comm->tl_ctx);
+    chorus__stall_destroy(comm->stall);
+    goto err_free;
 err_tl:
+    chorus__shm_close(comm);
     if (comm->tl_ctx)
         comm->tl->ctx_destroy(comm->tl_ctx);
 err_free:
@@ -318,6 +342,7 @@ chorus_status_t chorus_comm_destroy(chorus_comm_t comm)
     /* After the transport: it held the control receives' buffers until then. */
     chorus__stall_destroy(comm->stall);
     tune_table_destroy(comm->tune);
+    chorus__shm_close(comm);
     coll_pool_destroy(&comm->scratch_pool);
     pthread_cond_destroy(&comm->cond);
     pthread_mutex_destroy(&comm->lock);

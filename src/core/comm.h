@@ -14,6 +14,7 @@
 #include "coll/coll.h"
 #include "core/core_config.h"
 #include "transports/base/transport.h"
+#include "transports/shm/shm.h"
 #include "tuning/select.h"
 
 /*
@@ -45,6 +46,7 @@ struct chorus_request {
     double posted_at;           /* chorus__now() when posted */
     double stall_at;            /* next stall report, 0: none */
     chorus__check_t *check;     /* the fingerprint exchange still to run (CHORUS_DEBUG_CHECK) */
+    shm_op_t shm_op;            /* the call's state when alg is node-local (alg->shm) */
     int done;                   /* under comm->lock */
     int orphaned;               /* freed by the user before completion: the progress thread frees it */
     chorus_status_t status;
@@ -79,6 +81,13 @@ struct chorus_comm {
     struct chorus_request *active;       /* owned by the progress thread */
     chorus__stall_t *stall;     /* control messages of the stall reports (progress thread) */
 
+    shm_config_t shm_cfg;
+    shm_region_t *shm_region;   /* this rank's region until the node is set up */
+    shm_card_t *shm_cards;      /* every rank's card, until the node is set up */
+    shm_node_t *shm;            /* node-local path: set when every rank shares this node */
+    int shm_cma;                /* its single-copy transfers work between every pair of ranks */
+    _Atomic uint64_t inline_done;   /* calls completed in the calling thread: highest seq + 1 */
+
     atomic_int stop;
     atomic_int aborted;
     atomic_int error;           /* first fault (chorus_status_t), 0 when none */
@@ -92,6 +101,25 @@ void chorus__progress_wake(chorus_comm_t comm);
 /* Requests (request.c). */
 chorus_status_t chorus__request_post(chorus_comm_t comm, const coll_args_t *args,
                                      chorus_request_t *req_p);
+/* Post with a given algorithm instead of the selection table's. */
+chorus_status_t chorus__request_post_alg(chorus_comm_t comm, const coll_args_t *args,
+                                         const coll_alg_t *alg, chorus_request_t *req_p);
+/* Hand a node-local call begun in the calling thread over to the progress thread. */
+chorus_status_t chorus__request_adopt_shm(chorus_comm_t comm, const shm_op_t *op,
+                                          const coll_alg_t *alg, uint64_t seq,
+                                          double posted_at, chorus_request_t *req_p);
+/* The selection table's algorithm for args (logged and NULL when there is none). */
+const coll_alg_t *chorus__request_select(chorus_comm_t comm, const coll_args_t *args);
+/* Bytes the selection table is indexed by: the whole vector moved. */
+size_t chorus__request_bytes(const coll_args_t *args);
+
+/* Node-local path (shm_path.c). */
+chorus_status_t chorus__shm_region_open(chorus_comm_t comm, shm_card_t *card);
+chorus_status_t chorus__shm_setup(chorus_comm_t comm);
+void chorus__shm_close(chorus_comm_t comm);
+/* Runs the call in the calling thread when it can: 1 (status in *status_p), else 0. */
+int chorus__shm_run_inline(chorus_comm_t comm, const coll_args_t *args,
+                           chorus_status_t *status_p);
 void chorus__request_complete(chorus_request_t req, chorus_status_t status);
 void chorus__request_release(chorus_request_t req);
 

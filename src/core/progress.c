@@ -23,6 +23,8 @@
 #define PROGRESS_MAX_SLEEP_MS 100
 /* Non-blocking polls before sleeping: short waits stay off the scheduler's slow path. */
 #define PROGRESS_SPIN_POLLS 64
+/* Longest sleep on a node-local peer's flag: new work and sockets are checked this often. */
+#define PROGRESS_SHM_SLEEP_US 1000
 
 void chorus__progress_wake(chorus_comm_t comm)
 {
@@ -63,6 +65,8 @@ static void progress_fail_all(chorus_comm_t comm, chorus_status_t status)
         comm->tl_fd_watched = 0;
     }
     chorus__comm_set_error(comm, status);
+    /* Local peers waiting on this rank's flags stop waiting too. */
+    shm_node_fail(comm->shm, (chorus_status_t)atomic_load(&comm->error));
     comm->tl->fail_all(comm->tl_ctx, (chorus_status_t)atomic_load(&comm->error));
     progress_take_queue(comm);
     for (req = comm->active; req != NULL; req = next) {
@@ -103,7 +107,19 @@ static int progress_one(chorus_comm_t comm, chorus_request_t req, chorus_status_
         if (*status_p != CHORUS_OK)
             return 1;
     }
+    if (req->alg->shm != COLL_SHM_NONE)
+        return shm_op_progress(&req->shm_op);
     return coll_sched_progress(&req->sched, comm->tl, comm->tl_ctx, chorus__tag_base(req->seq));
+}
+
+/* The first active node-local call: its peers' flags, not file descriptors, wake it. */
+static chorus_request_t progress_shm_waiter(chorus_comm_t comm)
+{
+    for (chorus_request_t req = comm->active; req != NULL; req = req->next) {
+        if (req->alg->shm != COLL_SHM_NONE && req->check == NULL)
+            return req;
+    }
+    return NULL;
 }
 
 static int progress_timed_out(chorus_comm_t comm, chorus_request_t req)
@@ -199,6 +215,9 @@ static void *progress_main(void *arg)
         }
         if (comm->active == NULL) {
             progress_sleep(comm, -1);
+        } else if (progress_shm_waiter(comm) != NULL) {
+            progress_sleep(comm, 0);
+            shm_op_wait(&progress_shm_waiter(comm)->shm_op, PROGRESS_SHM_SLEEP_US);
         } else if (++idle_polls < PROGRESS_SPIN_POLLS) {
             progress_sleep(comm, 0);
         } else {

@@ -9,8 +9,7 @@
 #include "util/log.h"
 #include "util/time.h"
 
-/* Message size the selection table is indexed by: the whole vector moved. */
-static size_t request_bytes(const coll_args_t *args)
+size_t chorus__request_bytes(const coll_args_t *args)
 {
     size_t bytes = args->count * chorus_dtype_size(args->dtype);
 
@@ -24,10 +23,10 @@ static size_t request_bytes(const coll_args_t *args)
     }
 }
 
-static const coll_alg_t *request_select(chorus_comm_t comm, const coll_args_t *args)
+const coll_alg_t *chorus__request_select(chorus_comm_t comm, const coll_args_t *args)
 {
     const char *name = tune_table_lookup(comm->tune, (tune_coll_t)args->coll,
-                                         request_bytes(args));
+                                         chorus__request_bytes(args));
     const coll_alg_t *alg = name ? coll_alg_find(args->coll, name) : NULL;
 
     if (alg == NULL)
@@ -36,45 +35,45 @@ static const coll_alg_t *request_select(chorus_comm_t comm, const coll_args_t *a
     return alg;
 }
 
-chorus_status_t chorus__request_post(chorus_comm_t comm, const coll_args_t *args,
-                                     chorus_request_t *req_p)
+/* The call's work: a schedule, or a node-local operation. */
+static chorus_status_t request_prepare(chorus_comm_t comm, chorus_request_t req)
 {
-    chorus_request_t req;
-    chorus_status_t status = (chorus_status_t)atomic_load(&comm->error);
+    chorus_status_t status;
 
-    if (status != CHORUS_OK)
-        return status;
-    req = calloc(1, sizeof(*req));
-    if (req == NULL)
-        return CHORUS_ERR_NO_MEMORY;
-    req->comm = comm;
-    req->args = *args;
-    req->alg = request_select(comm, args);
-    if (req->alg == NULL) {
-        status = CHORUS_ERR_INTERNAL;
-        goto err_free;
-    }
-    coll_sched_init(&req->sched, args->dtype, args->op, args->size);
+    coll_sched_init(&req->sched, req->args.dtype, req->args.op, req->args.size);
     req->sched.pool = &comm->scratch_pool;
+    if (req->alg->shm != COLL_SHM_NONE) {
+        if (comm->shm == NULL) {
+            chorus_error("rank %d: %s %s needs node-local shared memory, which this "
+                         "communicator does not have", comm->rank, req->alg->name,
+                         coll_type_name(req->args.coll));
+            return CHORUS_ERR_INTERNAL;
+        }
+        shm_op_init(&req->shm_op, comm->shm, &req->args, req->alg->shm);
+        return CHORUS_OK;
+    }
     status = req->alg->build(&req->args, &req->sched);
-    if (status != CHORUS_OK) {
+    if (status != CHORUS_OK)
         chorus_error("rank %d: %s %s of %zu elements could not be scheduled: %s", comm->rank,
-                     req->alg->name, coll_type_name(args->coll), args->count,
+                     req->alg->name, coll_type_name(req->args.coll), req->args.count,
                      chorus_status_string(status));
-        goto err_sched;
-    }
-    if (comm->cfg.debug_check) {
-        status = chorus__check_create(comm, &req->args, &req->check);
-        if (status != CHORUS_OK)
-            goto err_sched;
-    }
-    req->posted_at = chorus__now();
-    req->deadline = req->posted_at + comm->cfg.timeout_s;
-    if (comm->cfg.stall_warn_s > 0)
-        req->stall_at = req->posted_at + comm->cfg.stall_warn_s;
+    return status;
+}
 
+static void request_times(chorus_comm_t comm, chorus_request_t req, double posted_at)
+{
+    req->posted_at = posted_at;
+    req->deadline = posted_at + comm->cfg.timeout_s;
+    if (comm->cfg.stall_warn_s > 0)
+        req->stall_at = posted_at + comm->cfg.stall_warn_s;
+}
+
+/* Queue req for the progress thread; with assign_seq, it takes the next sequence number. */
+static void request_enqueue(chorus_comm_t comm, chorus_request_t req, int assign_seq)
+{
     pthread_mutex_lock(&comm->lock);
-    req->seq = comm->next_seq++;
+    if (assign_seq)
+        req->seq = comm->next_seq++;
     /* Sealed before the progress thread can see the request. */
     if (req->check != NULL)
         chorus__check_seal(req->check, &req->args, req->seq);
@@ -86,14 +85,71 @@ chorus_status_t chorus__request_post(chorus_comm_t comm, const coll_args_t *args
     comm->outstanding++;
     pthread_mutex_unlock(&comm->lock);
     chorus__progress_wake(comm);
+}
+
+chorus_status_t chorus__request_post_alg(chorus_comm_t comm, const coll_args_t *args,
+                                         const coll_alg_t *alg, chorus_request_t *req_p)
+{
+    chorus_request_t req;
+    chorus_status_t status = (chorus_status_t)atomic_load(&comm->error);
+
+    if (status != CHORUS_OK)
+        return status;
+    if (alg == NULL)
+        return CHORUS_ERR_INTERNAL;
+    req = calloc(1, sizeof(*req));
+    if (req == NULL)
+        return CHORUS_ERR_NO_MEMORY;
+    req->comm = comm;
+    req->args = *args;
+    req->alg = alg;
+    status = request_prepare(comm, req);
+    if (status != CHORUS_OK)
+        goto err_sched;
+    if (comm->cfg.debug_check) {
+        status = chorus__check_create(comm, &req->args, &req->check);
+        if (status != CHORUS_OK)
+            goto err_sched;
+    }
+    request_times(comm, req, chorus__now());
+    request_enqueue(comm, req, 1);
     *req_p = req;
     return CHORUS_OK;
 
 err_sched:
     coll_sched_finalize(&req->sched);
-err_free:
     free(req);
     return status;
+}
+
+chorus_status_t chorus__request_post(chorus_comm_t comm, const coll_args_t *args,
+                                     chorus_request_t *req_p)
+{
+    chorus_status_t status = (chorus_status_t)atomic_load(&comm->error);
+
+    if (status != CHORUS_OK)
+        return status;
+    return chorus__request_post_alg(comm, args, chorus__request_select(comm, args), req_p);
+}
+
+chorus_status_t chorus__request_adopt_shm(chorus_comm_t comm, const shm_op_t *op,
+                                          const coll_alg_t *alg, uint64_t seq,
+                                          double posted_at, chorus_request_t *req_p)
+{
+    chorus_request_t req = calloc(1, sizeof(*req));
+
+    if (req == NULL)
+        return CHORUS_ERR_NO_MEMORY;
+    req->comm = comm;
+    req->args = op->args;
+    req->alg = alg;
+    req->seq = seq;
+    req->shm_op = *op;
+    coll_sched_init(&req->sched, op->args.dtype, op->args.op, op->args.size);
+    request_times(comm, req, posted_at);
+    request_enqueue(comm, req, 0);
+    *req_p = req;
+    return CHORUS_OK;
 }
 
 void chorus__request_complete(chorus_request_t req, chorus_status_t status)

@@ -145,6 +145,9 @@ static int stall_send(chorus_comm_t comm, int p, stall_tx_t *tx, uint32_t kind, 
     tx->msg.started = comm->next_seq;
     pthread_mutex_unlock(&comm->lock);
     tx->msg.completed = comm->stall->done_seq;
+    /* Calls completed in the calling thread (shm_path.c) count too. */
+    if (atomic_load(&comm->inline_done) > tx->msg.completed)
+        tx->msg.completed = atomic_load(&comm->inline_done);
     memset(&tx->req, 0, sizeof(tx->req));
     if (comm->tl->send_nb(comm->tl_ctx, p, &tx->msg, sizeof(tx->msg), CHORUS_TAG_CTRL,
                           &tx->req) != CHORUS_OK) {

@@ -2,7 +2,7 @@
  * chorus-info: what this build of chorus contains and how it is configured.
  *   chorus-info              version, features, transports, kernel ISA
  *   chorus-info -c           every configuration variable: value, default, help
- *   chorus-info --tune [-n N] the algorithm selection table for N ranks
+ *   chorus-info --tune [-n N] [--nodes one|many] the algorithm selection table for N ranks
  *   chorus-info --man-config the variables as roff, for chorus(7)
  */
 #include <stdio.h>
@@ -14,16 +14,19 @@
 #include "core/core_config.h"
 #include "reduce/reduce.h"
 #include "transports/base/transport.h"
+#include "transports/shm/shm.h"
 #include "tuning/select.h"
 #include "util/log.h"
 
 static void usage(FILE *out)
 {
-    fputs("usage: chorus-info [-c | --config] [--tune [-n RANKS]] [--man-config] [-h]\n"
+    fputs("usage: chorus-info [-c | --config] [--tune [-n RANKS] [--nodes one|many]] "
+          "[--man-config] [-h]\n"
           "  (no option)   version, built-in features, transports, kernel ISA\n"
           "  -c, --config  every configuration variable with its value, default and help\n"
           "  --tune        the algorithm selection table (cost-model estimates) for RANKS ranks\n"
-          "                (default: CHORUS_SIZE, else 4)\n"
+          "                (default: CHORUS_SIZE, else 4) on one node (shared memory, the\n"
+          "                default) or spread over many nodes (--nodes many)\n"
           "  --man-config  the variables as roff source, for chorus(7)\n", out);
 }
 
@@ -47,16 +50,23 @@ static void print_summary(void)
     printf("\n");
 }
 
-static int print_tune(int ranks)
+static int print_tune(int ranks, int node_local)
 {
     chorus__core_config_t core;
     tune_config_t tcfg;
+    shm_config_t scfg;
+    tune_node_t node;
     tune_table_t *table;
 
     if (chorus__config_read(&chorus__core_config_table, &core) != CHORUS_OK ||
-        chorus__config_read(&tune_config_table, &tcfg) != CHORUS_OK)
+        chorus__config_read(&tune_config_table, &tcfg) != CHORUS_OK ||
+        chorus__config_read(&shm_config_table, &scfg) != CHORUS_OK)
         return 1;
-    if (tune_table_create(&tcfg, ranks, core.chunk_bytes, &table) != CHORUS_OK)
+    /* As a communicator whose ranks share this node sees it when single copy works. */
+    node.cma = scfg.cma;
+    node.slot_bytes = scfg.slot_bytes;
+    if (tune_table_create_node(&tcfg, ranks, core.chunk_bytes,
+                               node_local && scfg.enabled ? &node : NULL, &table) != CHORUS_OK)
         return 1;
     tune_table_print(stdout, table);
     tune_table_destroy(table);
@@ -65,7 +75,7 @@ static int print_tune(int ranks)
 
 int main(int argc, char **argv)
 {
-    int ranks = 0, tune = 0;
+    int ranks = 0, tune = 0, node_local = 1;
 
     chorus__log_init();
     for (int i = 1; i < argc; i++) {
@@ -83,6 +93,12 @@ int main(int argc, char **argv)
                 fprintf(stderr, "chorus-info: invalid rank count '%s'\n", argv[i]);
                 return 2;
             }
+        } else if (!strcmp(argv[i], "--nodes") && i + 1 < argc) {
+            node_local = !strcmp(argv[++i], "one");
+            if (!node_local && strcmp(argv[i], "many") != 0) {
+                fprintf(stderr, "chorus-info: --nodes takes 'one' or 'many', not '%s'\n", argv[i]);
+                return 2;
+            }
         } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             usage(stdout);
             return 0;
@@ -96,7 +112,7 @@ int main(int argc, char **argv)
         const char *size = getenv("CHORUS_SIZE");
         if (ranks == 0)
             ranks = size && atoi(size) > 0 ? atoi(size) : 4;
-        return print_tune(ranks);
+        return print_tune(ranks, node_local);
     }
     print_summary();
     return 0;
