@@ -1,8 +1,11 @@
 /*
- * Every collective over TCP loopback at 1 to 8 ranks: every dtype and op,
- * counts 0, 1, 7, 1023 and above a million, in place and out of place,
- * checked exactly on every rank.
+ * Every collective at 1 to 8 ranks: every dtype and op, counts 0, 1, 7, 1023
+ * and above a million, in place and out of place, checked exactly on every
+ * rank. The ranks share this machine, so the default is the node-local
+ * shared-memory path; other suites force each node-local algorithm (with
+ * small slots, so that calls take several rounds) and the TCP path.
  */
+#include <stdlib.h>
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 #include <stdio.h>
@@ -11,6 +14,10 @@
 #include "harness.h"
 
 static const size_t small_counts[] = {0, 1, 7, 1023};
+
+/* Every collective's node-local algorithm of one kind, for every size. */
+#define SHM_ALL(kind) "allreduce=" kind ",reduce=" kind ",reduce_scatter=" kind          \
+                      ",allgather=" kind ",broadcast=" kind
 
 static void run_matrix(int nranks, size_t big)
 {
@@ -46,4 +53,45 @@ ParameterizedTestParameters(coll, million_elements)
 ParameterizedTest(int *nranks, coll, million_elements, .timeout = 900)
 {
     run_matrix(*nranks, 1048583);
+}
+
+/* Over TCP: the same matrix with the shared-memory path off. */
+ParameterizedTestParameters(coll, tcp)
+{
+    static int ranks[] = {2, 3, 5, 8};
+    return cr_make_param_array(int, ranks, sizeof(ranks) / sizeof(ranks[0]));
+}
+
+ParameterizedTest(int *nranks, coll, tcp, .timeout = 600)
+{
+    setenv("CHORUS_SHM", "0", 1);
+    run_matrix(*nranks, *nranks == 3 ? 1048583 : 0);
+}
+
+typedef struct {
+    const char *tune;       /* CHORUS_TUNE */
+    const char *slot;       /* CHORUS_SHM_SLOT_SIZE */
+    const char *cma;        /* CHORUS_SHM_CMA */
+    int nranks;
+} shm_case_t;
+
+ParameterizedTestParameters(coll, shm_forced)
+{
+    static shm_case_t cases[] = {
+        {SHM_ALL("shm"), "4K", "1", 2},       {SHM_ALL("shm"), "4K", "1", 7},
+        {SHM_ALL("shm_slice"), "4K", "1", 3}, {SHM_ALL("shm_slice"), "4K", "1", 8},
+        {SHM_ALL("shm_cma"), "4K", "1", 2},   {SHM_ALL("shm_cma"), "4K", "1", 5},
+        {"", "4K", "0", 4},                   {"", "256K", "0", 6},
+    };
+    return cr_make_param_array(shm_case_t, cases, sizeof(cases) / sizeof(cases[0]));
+}
+
+ParameterizedTest(shm_case_t *c, coll, shm_forced, .timeout = 600)
+{
+    setenv("CHORUS_TUNE", c->tune, 1);
+    setenv("CHORUS_SHM_SLOT_SIZE", c->slot, 1);
+    setenv("CHORUS_SHM_CMA", c->cma, 1);
+    cr_log_info("CHORUS_TUNE=%s CHORUS_SHM_SLOT_SIZE=%s CHORUS_SHM_CMA=%s, %d ranks", c->tune,
+                c->slot, c->cma, c->nranks);
+    run_matrix(c->nranks, c->nranks == 5 || c->nranks == 6 ? 1048583 : 0);
 }
