@@ -7,6 +7,7 @@
  * descriptors are published, and every rank is done with every buffer.
  */
 #include <errno.h>
+#include <signal.h>
 #include <stddef.h>
 #include <string.h>
 #include <sys/uio.h>
@@ -15,9 +16,14 @@
 #include "transports/shm/shm_internal.h"
 #include "util/log.h"
 
-static int cma_error(int peer, const char *what, size_t bytes)
+static int cma_error(const shm_node_t *node, int peer, const char *what, size_t bytes)
 {
     int err = errno;
+
+    /* A process being torn down stops answering with EFAULT before ESRCH. */
+    if (err != ESRCH && kill(node->pids[peer], 0) != 0 && errno == ESRCH)
+        err = ESRCH;
+    errno = err;
 
     chorus_error("local rank %d: %s of %zu bytes failed: %s%s", peer, what, bytes, strerror(err),
                  err == EPERM || err == ENOSYS ? " (the kernel refuses cross-memory attach; "
@@ -42,7 +48,7 @@ static int cma_move(const shm_node_t *node, int peer, int write, void *local, ui
                 continue;
             if (n == 0)
                 errno = EFAULT;
-            return cma_error(peer, write ? "process_vm_writev" : "process_vm_readv", bytes);
+            return cma_error(node, peer, write ? "process_vm_writev" : "process_vm_readv", bytes);
         }
         local = (char *)local + n;
         remote += (uint64_t)n;
@@ -157,7 +163,9 @@ static int cma_reduce(shm_op_t *op)
             continue;
         }
         for (int j = 0; j < node->n; j++) {
-            if ((a->coll == COLL_ALLREDUCE || j == a->root) && (rc = cma_put(op, j, c * es, k * es)) < 0)
+            if (a->coll != COLL_ALLREDUCE && j != a->root)
+                continue;
+            if ((rc = cma_put(op, j, c * es, k * es)) < 0)
                 return rc;
         }
     }

@@ -68,6 +68,7 @@ struct shm_node {
     uint64_t next_ticket;
     uint64_t serving;
     int broken;                 /* a call failed part way: the counters are out of step */
+    int dead_peer;              /* a local rank whose process is gone, or -1 */
     size_t spin;
     void *acc;                  /* single-copy path: private chunk buffers */
     void *tmp;

@@ -152,6 +152,7 @@ chorus_status_t shm_node_create(shm_region_t *own, const shm_card_t *cards, int 
     }
     node->me = local_rank;
     node->n = local_size;
+    node->dead_peer = -1;
     node->cfg = *cfg;
     node->own = *own;
     free(own);

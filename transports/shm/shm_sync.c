@@ -9,6 +9,7 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <sched.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -61,18 +62,36 @@ void shm_node_fail(shm_node_t *node, chorus_status_t status)
     ring(c);
 }
 
-int shm_reached(shm_node_t *node, uint64_t step, uint64_t base, uint32_t fp, int *peer_p)
+/* A peer that gave up, or whose process is gone: every waiter stops at once. */
+static int any_failed(shm_node_t *node)
 {
+    if (node->dead_peer >= 0) {
+        chorus_error("local rank %d (pid %d) is gone", node->dead_peer,
+                     (int)node->pids[node->dead_peer]);
+        return CHORUS_ERR_PEER_FAILED;
+    }
     for (int j = 0; j < node->n; j++) {
         shm_ctrl_t *c = node->ctrl[j];
-        uint64_t v = atomic_load_explicit(&c->step, memory_order_acquire);
-        uint64_t s = v & SHM_STEP_MASK;
 
-        if (atomic_load_explicit(&c->failed, memory_order_relaxed) != 0) {
+        if (j != node->me && atomic_load_explicit(&c->failed, memory_order_relaxed) != 0) {
             chorus_error("local rank %d gave up (%s)", j,
                          chorus_status_string((chorus_status_t)atomic_load(&c->failed)));
             return CHORUS_ERR_PEER_FAILED;
         }
+    }
+    return 0;
+}
+
+int shm_reached(shm_node_t *node, uint64_t step, uint64_t base, uint32_t fp, int *peer_p)
+{
+    int rc = any_failed(node);
+
+    if (rc < 0)
+        return rc;
+    for (int j = 0; j < node->n; j++) {
+        shm_ctrl_t *c = node->ctrl[j];
+        uint64_t v = atomic_load_explicit(&c->step, memory_order_acquire);
+        uint64_t s = v & SHM_STEP_MASK;
         if (s > base && s <= step && (v >> SHM_STEP_BITS) != (fp & 0xffff)) {
             chorus_error("local rank %d is in a different collective call (its call's "
                          "fingerprint %04x, this rank's %04x, at step %llu): the ranks called "
@@ -111,8 +130,9 @@ void shm_sleep(shm_node_t *node, int peer, uint64_t step, unsigned max_us)
     }
     atomic_fetch_add(&c->sleepers, 1);
     bell = atomic_load(&c->bell);
-    if (!peer_moved(c, step))
-        futex(&c->bell, FUTEX_WAIT, bell, &ts);
+    if (!peer_moved(c, step) && futex(&c->bell, FUTEX_WAIT, bell, &ts) != 0 &&
+        errno == ETIMEDOUT && kill(node->pids[peer], 0) != 0 && errno == ESRCH)
+        node->dead_peer = peer;     /* killed: it will never post again */
     atomic_fetch_sub(&c->sleepers, 1);
 }
 
