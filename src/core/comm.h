@@ -47,6 +47,7 @@ struct chorus_request {
     double stall_at;            /* next stall report, 0: none */
     chorus__check_t *check;     /* the fingerprint exchange still to run (CHORUS_DEBUG_CHECK) */
     shm_op_t shm_op;            /* the call's state when alg is node-local (alg->shm) */
+    chorus_status_t check_status;   /* the debug check's verdict */
     int done;                   /* under comm->lock */
     int orphaned;               /* freed by the user before completion: the progress thread frees it */
     chorus_status_t status;

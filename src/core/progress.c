@@ -104,11 +104,20 @@ static int progress_one(chorus_comm_t comm, chorus_request_t req, chorus_status_
         chorus__check_destroy(req->check);
         req->check = NULL;
         /* A mismatch ends the call on every rank alike: the communicator stays usable. */
-        if (*status_p != CHORUS_OK)
-            return 1;
+        req->check_status = *status_p;
+        if (*status_p != CHORUS_OK) {
+            if (req->alg->shm == COLL_SHM_NONE)
+                return 1;
+            /* The node-local call keeps its turn but moves nothing. */
+            shm_op_skip(&req->shm_op);
+        }
     }
-    if (req->alg->shm != COLL_SHM_NONE)
-        return shm_op_progress(&req->shm_op);
+    if (req->alg->shm != COLL_SHM_NONE) {
+        int rc = shm_op_progress(&req->shm_op);
+
+        *status_p = req->check_status;
+        return rc;
+    }
     return coll_sched_progress(&req->sched, comm->tl, comm->tl_ctx, chorus__tag_base(req->seq));
 }
 

@@ -83,6 +83,8 @@ typedef struct {
 
 void shm_op_init(shm_op_t *op, shm_node_t *node, const coll_args_t *args,
                  coll_shm_kind_t kind);
+/* A call that must not run (its debug check failed on every rank): it only takes its turn. */
+void shm_op_skip(shm_op_t *op);
 /* 1: complete; 0: waiting for peers; < 0: failed (the node is unusable afterwards). */
 int shm_op_progress(shm_op_t *op);
 /* Wait at most max_us for the peer the op waits on: spin, then yield, then sleep (futex). */

@@ -67,6 +67,11 @@ void shm_op_init(shm_op_t *op, shm_node_t *node, const coll_args_t *args, coll_s
     op->nrounds = per ? (args->count + per - 1) / per : 0;
 }
 
+void shm_op_skip(shm_op_t *op)
+{
+    op->nrounds = 0;
+}
+
 /* [*lo, *hi): this round's elements of every rank's part. */
 static void round_range(const shm_op_t *op, size_t *lo, size_t *hi)
 {
@@ -178,8 +183,10 @@ static void take_out(shm_op_t *op, size_t lo, size_t hi)
                      m * es, streaming);
         break;
     case COLL_BROADCAST:
-        shm_copy(recv + lo * es, is_root(op) ? (const char *)a->sendbuf + lo * es
-                                             : shm_slot(node, a->root, node->slot), m * es, streaming);
+        shm_copy(recv + lo * es,
+                 is_root(op) ? (const char *)a->sendbuf + lo * es
+                             : shm_slot(node, a->root, node->slot),
+                 m * es, streaming);
         break;
     default:
         break;
