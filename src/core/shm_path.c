@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "core/comm.h"
+#include "core/stall.h"
 #include "util/log.h"
 #include "util/time.h"
 
@@ -42,7 +43,17 @@ static chorus_status_t shm_agree(chorus_comm_t comm, const int32_t mine[2], int3
     chorus_status_t status = chorus__request_post_alg(comm, &a, coll_alg_find(a.coll, "rd"),
                                                       &req);
 
-    return status == CHORUS_OK ? chorus_request_free(req) : status;
+    if (status == CHORUS_OK)
+        status = chorus_request_free(req);
+    /*
+     * Every message of this call has been matched on this rank, and a peer's
+     * late ones match its own receives of it: the user's first call is #0.
+     */
+    pthread_mutex_lock(&comm->lock);
+    comm->next_seq = 0;
+    chorus__stall_restart(comm);
+    pthread_mutex_unlock(&comm->lock);
+    return status;
 }
 
 chorus_status_t chorus__shm_setup(chorus_comm_t comm)

@@ -126,6 +126,12 @@ void chorus__stall_start(chorus_comm_t comm)
             stall_post_rx(comm, p);
 }
 
+void chorus__stall_restart(chorus_comm_t comm)
+{
+    if (comm->stall != NULL)
+        comm->stall->done_seq = 0;
+}
+
 void chorus__stall_completed(chorus_comm_t comm, uint64_t seq)
 {
     if (comm->stall != NULL && seq + 1 > comm->stall->done_seq)

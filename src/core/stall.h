@@ -27,6 +27,8 @@ void chorus__stall_start(chorus_comm_t comm);
 int chorus__stall_progress(chorus_comm_t comm, int tl_moved);
 /* req has waited past req->stall_at: query the peers (unless a round is on). */
 void chorus__stall_notice(chorus_comm_t comm, chorus_request_t req, double now);
+/* Internal calls of the creation are over: the user's first call is number 0 again. */
+void chorus__stall_restart(chorus_comm_t comm);
 /* The call seq has ended on this rank: answers report it. */
 void chorus__stall_completed(chorus_comm_t comm, uint64_t seq);
 /*
