@@ -99,6 +99,7 @@ Test(cost, one_rank_costs_nothing)
 {
     tune_model_t m = default_model();
 
+    m.node_local = m.node_cma = 1;
     for (int c = 0; c < TUNE_COLL_COUNT; c++) {
         for (int i = 0; i < tune_coll_nalgs((tune_coll_t)c); i++)
             cr_assert_eq(tune_cost(&m, (tune_coll_t)c, i, 1 << 20, 1), 0.0, "%s/%s",
@@ -116,11 +117,11 @@ Test(cost, names_and_bad_arguments)
     cr_assert_eq(tune_coll_from_name(NULL), TUNE_COLL_COUNT);
     cr_assert_str_eq(tune_coll_name(TUNE_COLL_ALLTOALL), "alltoall");
     cr_assert_null(tune_coll_name(TUNE_COLL_COUNT));
-    cr_assert_eq(tune_coll_nalgs(TUNE_COLL_ALLREDUCE), 3);
+    cr_assert_eq(tune_coll_nalgs(TUNE_COLL_ALLREDUCE), 6);
     cr_assert_eq(tune_alg_index(TUNE_COLL_BROADCAST, "ring"), -1);
     cr_assert_eq(tune_alg_index(TUNE_COLL_ALLREDUCE, "Rabenseifner"), 2);
-    cr_assert_null(tune_coll_alg(TUNE_COLL_BARRIER, 1));
-    cr_assert_lt(tune_cost(&m, TUNE_COLL_ALLREDUCE, 3, 8, 4), 0.0);
+    cr_assert_null(tune_coll_alg(TUNE_COLL_BARRIER, 2));
+    cr_assert_lt(tune_cost(&m, TUNE_COLL_ALLREDUCE, 6, 8, 4), 0.0);
     cr_assert_lt(tune_cost(&m, TUNE_COLL_COUNT, 0, 8, 4), 0.0);
     cr_assert_lt(tune_cost(&m, TUNE_COLL_ALLREDUCE, 0, 8, 0), 0.0);
 }
@@ -410,7 +411,7 @@ Test(print, every_collective_and_overrides_marked)
 {
     tune_table_t *t = build(4);
     char *text = NULL, *line;
-    size_t len = 0, lines = 0, want_lines = 2;
+    size_t len = 0, lines = 0, want_lines = 3;
     FILE *out = open_memstream(&text, &len);
 
     cr_assert_eq(tune_table_override(t, "allreduce=ring@0-64K"), CHORUS_OK);
@@ -433,7 +434,7 @@ Test(print, every_collective_and_overrides_marked)
     cr_assert_not_null(strstr(text, "[1280K, inf)"), "%s", text);
     for (char *s = text; *s; s++)
         lines += *s == '\n';
-    cr_assert_eq(lines, want_lines, "one line per range plus two of header:\n%s", text);
+    cr_assert_eq(lines, want_lines, "one line per range plus three of header:\n%s", text);
     free(text);
     tune_table_destroy(t);
 }
@@ -500,4 +501,41 @@ Test(config, bad_values_are_rejected)
     snprintf(cfg.tune.s, sizeof(cfg.tune.s), "allreduce=nope");
     cr_assert_eq(tune_table_create(&cfg, 4, 0, &t), CHORUS_ERR_INVALID_ARG);
     cr_assert_null(t);
+}
+
+/* On one node the shared-memory candidates win; elsewhere they are never chosen. */
+Test(config, node_local_table)
+{
+    tune_config_t cfg;
+    tune_node_t node = {.cma = 1, .slot_bytes = 256 << 10};
+    tune_table_t *t = NULL;
+
+    unset_tune_env();
+    cr_assert_eq(chorus__config_read(&tune_config_table, &cfg), CHORUS_OK);
+    cr_assert_eq(tune_table_create_node(&cfg, 4, 0, &node, &t), CHORUS_OK);
+    cr_assert_str_eq(tune_table_lookup(t, TUNE_COLL_ALLREDUCE, 8), "shm");
+    cr_assert_str_eq(tune_table_lookup(t, TUNE_COLL_ALLREDUCE, 64 << 20), "shm_cma");
+    cr_assert_str_eq(tune_table_lookup(t, TUNE_COLL_BARRIER, 0), "shm");
+    cr_assert_str_eq(tune_table_lookup(t, TUNE_COLL_ALLTOALL, 1 << 20), "pairwise");
+    tune_table_destroy(t);
+    node.cma = 0;
+    cr_assert_eq(tune_table_create_node(&cfg, 4, 0, &node, &t), CHORUS_OK);
+    cr_assert_str_eq(tune_table_lookup(t, TUNE_COLL_ALLREDUCE, 64 << 20), "shm_slice");
+    tune_table_destroy(t);
+    cr_assert_eq(tune_table_create(&cfg, 4, 0, &t), CHORUS_OK);
+    for (int c = 0; c < TUNE_COLL_COUNT; c++) {
+        for (size_t i = 0; i < t->colls[c].count; i++)
+            cr_assert_null(strstr(t->colls[c].ranges[i].alg, "shm"), "%s",
+                           t->colls[c].ranges[i].alg);
+    }
+    tune_table_destroy(t);
+    /* An override that cannot run here is refused. */
+    snprintf(cfg.tune.s, sizeof(cfg.tune.s), "allreduce=shm_cma");
+    t = NULL;
+    cr_assert_eq(tune_table_create(&cfg, 4, 0, &t), CHORUS_ERR_INVALID_ARG);
+    cr_assert_null(t);
+    cr_assert_eq(tune_table_create_node(&cfg, 4, 0, &node, &t), CHORUS_ERR_INVALID_ARG);
+    node.cma = 1;
+    cr_assert_eq(tune_table_create_node(&cfg, 4, 0, &node, &t), CHORUS_OK);
+    tune_table_destroy(t);
 }
