@@ -285,6 +285,9 @@ int main(void)
     static const bl_fault_t order[] = {BL_OK, BL_PEER_KILLED, BL_ABORT, BL_OK, BL_TIMEOUT,
                                        BL_OK};
     bl_snapshot_t base;
+
+    /* The TCP path's baseline; the shm path's faults are tests/shm/test_shm_faults. */
+    setenv("CHORUS_SHM", "0", 1);
     pthread_t warmup;
     int pass = 1;
 

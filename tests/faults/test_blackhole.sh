@@ -55,7 +55,8 @@ ip -n "$nsa" link set "$veth_a" up && ip -n "$nsb" link set "$veth_b" up ||
     { echo "FAIL: cannot configure the veth pair"; exit 1; }
 
 start_rank() { # rank namespace address
-    ip netns exec "$2" env CHORUS_RANK="$1" CHORUS_SIZE=2 CHORUS_ADDR=10.77.0.1:$port \
+    # Namespaces share the host and boot id: keep the ranks on TCP, off shared memory.
+    ip netns exec "$2" env CHORUS_SHM=0 CHORUS_RANK="$1" CHORUS_SIZE=2 CHORUS_ADDR=10.77.0.1:$port \
         CHORUS_IFADDR="$3" CHORUS_SECRET="bh-$tag" CHORUS_TIMEOUT="$timeout_s" \
         "$rank_bin" 65536 60 >"$tmp/rank$1.log" 2>&1 &
     pids="$pids $!"
