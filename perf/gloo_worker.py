@@ -1,13 +1,13 @@
 #!/usr/bin/python3
-"""One rank of the torch.distributed gloo side of perf/compare_gloo.py.
+"""One rank of the torch.distributed gloo side of perf/compare.py (and compare_gloo.py).
 
-Started N times by compare_gloo.py with /usr/bin/python3 (Debian's python3-torch lives
+Started N times by compare.py with /usr/bin/python3 (Debian's python3-torch lives
 there).  Every rank checks each size once on known values, then times warmup + iters
 calls rotating over several buffers, and the slowest rank's average time per call is
 what rank 0 reports, as chorus-perf does.  Rank 0 writes one JSON object to --out.
 
 Exit codes: 0 ok, 3 wrong results (still written to --out), 4 torch missing,
-1 any other failure.
+5 this torch's gloo has no such collective, 1 any other failure.
 """
 
 import argparse
@@ -19,6 +19,8 @@ import time
 
 EXIT_WRONG = 3
 EXIT_NO_TORCH = 4
+EXIT_UNSUPPORTED = 5
+BLOCKED = ("allgather", "reduce_scatter")  # sizes are whole buffers of world blocks
 CHECK_PERIOD = 13  # pattern length of the check values; small integers sum exactly
 
 
@@ -27,7 +29,8 @@ def parse_args(argv):
     p.add_argument("--rank", type=int, required=True)
     p.add_argument("--world", type=int, required=True)
     p.add_argument("--port", type=int, required=True)
-    p.add_argument("--coll", choices=("allreduce", "allgather", "broadcast"),
+    p.add_argument("--coll", choices=("allreduce", "allgather", "reduce_scatter",
+                                      "broadcast"),
                    default="allreduce")
     p.add_argument("--sizes", required=True,
                    help="comma-separated whole-message sizes in bytes")
@@ -53,7 +56,7 @@ class Case:
     def __init__(self, torch, dist, coll, size, world, rank, nbuf):
         self.torch, self.dist, self.coll = torch, dist, coll
         self.world, self.rank = world, rank
-        if coll == "allgather":
+        if coll in BLOCKED:
             self.count = size // 4 // world  # per rank, as chorus-perf counts it
             self.bytes = self.count * 4 * world
         else:
@@ -68,6 +71,11 @@ class Case:
                          for _ in range(nbuf)]
             self.views = [list(o.chunk(world)) for o in self.outs]
             self.into_tensor = hasattr(dist, "all_gather_into_tensor")
+        if coll == "reduce_scatter":
+            # out of place: each rank's whole input, and its block of the sum
+            self.ins = [torch.empty(self.count * world, dtype=torch.float32)
+                        for _ in range(nbuf)]
+            self.in_views = [list(t.chunk(world)) for t in self.ins]
 
     def fill(self, k):
         """Known inputs in buffer k (and a poison value where results land)."""
@@ -79,6 +87,9 @@ class Case:
                 b.copy_(pattern(self.torch, self.count, 1))
             else:
                 b.fill_(-1.0)
+        elif self.coll == "reduce_scatter":
+            self.ins[k].copy_(pattern(self.torch, self.count * self.world, self.rank))
+            b.fill_(-1.0)
         else:
             b.copy_(pattern(self.torch, self.count, 100 * self.rank))
             self.outs[k].fill_(-1.0)
@@ -91,6 +102,10 @@ class Case:
             return int((self.bufs[k] != want).sum())
         if self.coll == "broadcast":
             return int((self.bufs[k] != pattern(torch, self.count, 1)).sum())
+        if self.coll == "reduce_scatter":
+            whole = pattern(torch, self.count * n, 0) * n + n * (n - 1) // 2
+            mine = whole[self.rank * self.count:(self.rank + 1) * self.count]
+            return int((self.bufs[k] != mine).sum())
         bad = 0
         for j, view in enumerate(self.views[k]):
             bad += int((view != pattern(torch, self.count, 100 * j)).sum())
@@ -102,6 +117,8 @@ class Case:
             dist.all_reduce(self.bufs[k], op=dist.ReduceOp.SUM)
         elif self.coll == "broadcast":
             dist.broadcast(self.bufs[k], src=0)
+        elif self.coll == "reduce_scatter":
+            dist.reduce_scatter(self.bufs[k], self.in_views[k], op=dist.ReduceOp.SUM)
         elif self.into_tensor:
             try:
                 dist.all_gather_into_tensor(self.outs[k], self.bufs[k])
@@ -116,20 +133,32 @@ class Case:
         if self.coll == "allgather":
             return "all_gather_into_tensor" if self.into_tensor else \
                 "all_gather(list of views of one output tensor)"
+        if self.coll == "reduce_scatter":
+            return "reduce_scatter(SUM, list of views of one input tensor)"
         return "all_reduce(SUM, in place)" if self.coll == "allreduce" else \
             "broadcast(src=0, in place)"
 
 
 def nbuf_for(args, size):
-    per = size * (2 if args.coll == "allgather" else 1)
+    per = size * (2 if args.coll in BLOCKED else 1)
     return max(1, min(args.buffers, args.max_buffer_mem // max(per, 1)))
+
+
+class Unsupported(Exception):
+    """This torch's gloo backend has no such collective."""
 
 
 def run_size(torch, dist, args, size):
     case = Case(torch, dist, args.coll, size, args.world, args.rank, nbuf_for(args, size))
     # correctness first, in its own call, summed over ranks
     case.fill(0)
-    case.call(0)
+    try:
+        case.call(0)
+    except RuntimeError as e:
+        # torch refuses before any traffic, on every rank alike
+        if "not support" in str(e):
+            raise Unsupported(str(e).splitlines()[0]) from e
+        raise
     bad = torch.tensor([case.wrong(0)], dtype=torch.int64)
     dist.all_reduce(bad, op=dist.ReduceOp.SUM)
     # timed calls run on check values too, so no NaN or denormal skews them
@@ -176,7 +205,12 @@ def main(argv):
                             timeout=datetime.timedelta(seconds=args.timeout))
     rows = []
     for s in (int(x) for x in args.sizes.split(",") if x):
-        rows.append(run_size(torch, dist, args, s))
+        try:
+            rows.append(run_size(torch, dist, args, s))
+        except Unsupported as e:
+            print("gloo_worker: unsupported: torch %s gloo: %s" % (torch.__version__, e),
+                  file=sys.stderr, flush=True)
+            return EXIT_UNSUPPORTED
         if args.rank == 0:
             print("gloo %s %d B: %.2f us, wrong %d" % (args.coll, rows[-1]["size"],
                   rows[-1]["time_us"], rows[-1]["wrong"]), file=sys.stderr, flush=True)
