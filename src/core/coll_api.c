@@ -104,6 +104,7 @@ static chorus_status_t coll_start(const char *fn, chorus_comm_t comm, coll_args_
     size_t send_elems = a->count, recv_elems = a->count;
     const char *sbuf = a->sendbuf, *rbuf = a->recvbuf;
     int in_place = sbuf == rbuf;
+    const coll_alg_t *alg;
     chorus_status_t status;
 
     if (req_p == NULL) {
@@ -137,9 +138,13 @@ static chorus_status_t coll_start(const char *fn, chorus_comm_t comm, coll_args_
     if (status != CHORUS_OK)
         return status;
     *req_p = NULL;
-    if (blocking && chorus__shm_run_inline(comm, a, &status))
+    status = (chorus_status_t)atomic_load(&comm->error);
+    if (status != CHORUS_OK)
         return status;
-    return chorus__request_post(comm, a, req_p);
+    alg = chorus__request_select(comm, a);
+    if (blocking && chorus__shm_run_inline(comm, a, alg, &status))
+        return status;
+    return chorus__request_post_alg(comm, a, alg, req_p);
 }
 
 static chorus_status_t coll_post(const char *fn, chorus_comm_t comm, coll_args_t *a,

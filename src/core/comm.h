@@ -100,9 +100,7 @@ void chorus__progress_stop(chorus_comm_t comm);
 void chorus__progress_wake(chorus_comm_t comm);
 
 /* Requests (request.c). */
-chorus_status_t chorus__request_post(chorus_comm_t comm, const coll_args_t *args,
-                                     chorus_request_t *req_p);
-/* Post with a given algorithm instead of the selection table's. */
+/* Post a call to the progress thread with alg (chorus__request_select's choice, or another). */
 chorus_status_t chorus__request_post_alg(chorus_comm_t comm, const coll_args_t *args,
                                          const coll_alg_t *alg, chorus_request_t *req_p);
 /* Hand a node-local call begun in the calling thread over to the progress thread. */
@@ -118,8 +116,8 @@ size_t chorus__request_bytes(const coll_args_t *args);
 chorus_status_t chorus__shm_region_open(chorus_comm_t comm, shm_card_t *card);
 chorus_status_t chorus__shm_setup(chorus_comm_t comm);
 void chorus__shm_close(chorus_comm_t comm);
-/* Runs the call in the calling thread when it can: 1 (status in *status_p), else 0. */
-int chorus__shm_run_inline(chorus_comm_t comm, const coll_args_t *args,
+/* Runs the call (alg: the table's choice) in the calling thread when it can: 1, else 0. */
+int chorus__shm_run_inline(chorus_comm_t comm, const coll_args_t *args, const coll_alg_t *alg,
                            chorus_status_t *status_p);
 void chorus__request_complete(chorus_request_t req, chorus_status_t status);
 void chorus__request_release(chorus_request_t req);

@@ -196,6 +196,7 @@ static void *progress_main(void *arg)
 
     chorus__stall_start(comm);
     while (!atomic_load(&comm->stop)) {
+        chorus_request_t shm_waiter;
         double next_deadline;
         int moved, rc;
 
@@ -224,9 +225,9 @@ static void *progress_main(void *arg)
         }
         if (comm->active == NULL) {
             progress_sleep(comm, -1);
-        } else if (progress_shm_waiter(comm) != NULL) {
+        } else if ((shm_waiter = progress_shm_waiter(comm)) != NULL) {
             progress_sleep(comm, 0);
-            shm_op_wait(&progress_shm_waiter(comm)->shm_op, PROGRESS_SHM_SLEEP_US);
+            shm_op_wait(&shm_waiter->shm_op, PROGRESS_SHM_SLEEP_US);
         } else if (++idle_polls < PROGRESS_SPIN_POLLS) {
             progress_sleep(comm, 0);
         } else {

@@ -122,16 +122,6 @@ err_sched:
     return status;
 }
 
-chorus_status_t chorus__request_post(chorus_comm_t comm, const coll_args_t *args,
-                                     chorus_request_t *req_p)
-{
-    chorus_status_t status = (chorus_status_t)atomic_load(&comm->error);
-
-    if (status != CHORUS_OK)
-        return status;
-    return chorus__request_post_alg(comm, args, chorus__request_select(comm, args), req_p);
-}
-
 chorus_status_t chorus__request_adopt_shm(chorus_comm_t comm, const shm_op_t *op,
                                           const coll_alg_t *alg, uint64_t seq,
                                           double posted_at, chorus_request_t *req_p)

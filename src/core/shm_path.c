@@ -130,17 +130,15 @@ static chorus_status_t shm_inline_failed(chorus_comm_t comm, const shm_op_t *op,
     return status;
 }
 
-int chorus__shm_run_inline(chorus_comm_t comm, const coll_args_t *args,
+int chorus__shm_run_inline(chorus_comm_t comm, const coll_args_t *args, const coll_alg_t *alg,
                            chorus_status_t *status_p)
 {
-    const coll_alg_t *alg;
     shm_op_t op;
     uint64_t seq;
     double started;
 
     if (comm == NULL || comm->shm == NULL || comm->cfg.debug_check)
         return 0;
-    alg = chorus__request_select(comm, args);
     if (alg == NULL || alg->shm == COLL_SHM_NONE)
         return 0;
     pthread_mutex_lock(&comm->lock);

@@ -143,7 +143,7 @@ static int cma_reduce(shm_op_t *op)
     shm_node_t *node = op->node;
     const coll_args_t *a = &op->args;
     size_t es = op->esize, per = node->chunk / es, lo, hi, elem0 = 0;
-    size_t unit = es < SHM_LINE ? SHM_LINE / es : 1;
+    size_t unit = shm_unit(es);
     int rc;
 
     if (a->coll == COLL_REDUCE_SCATTER) {

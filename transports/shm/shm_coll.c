@@ -130,7 +130,7 @@ static void reduce_slice(shm_op_t *op, size_t m)
 {
     shm_node_t *node = op->node;
     chorus__reduce_fn fn = chorus__reduce_kernel(op->args.dtype, op->args.op);
-    size_t unit = op->esize < SHM_LINE ? SHM_LINE / op->esize : 1, lo, hi;
+    size_t unit = shm_unit(op->esize), lo, hi;
     char *mine;
 
     shm_part(m, unit, node->n, node->me, &lo, &hi);
@@ -146,7 +146,7 @@ static void reduce_slice(shm_op_t *op, size_t m)
 static void gather_slices(shm_op_t *op, char *dst, size_t m, int streaming)
 {
     shm_node_t *node = op->node;
-    size_t unit = op->esize < SHM_LINE ? SHM_LINE / op->esize : 1, lo, hi;
+    size_t unit = shm_unit(op->esize), lo, hi;
 
     for (int j = 0; j < node->n; j++) {
         shm_part(m, unit, node->n, j, &lo, &hi);

@@ -93,6 +93,12 @@ void shm_sleep(shm_node_t *node, int peer, uint64_t step, unsigned max_us);
 
 /* Copies and reductions. */
 void shm_copy(void *dst, const void *src, size_t bytes, int streaming);
+/* Slices are whole cache lines of elements, so no two ranks write one line. */
+static inline size_t shm_unit(size_t esize)
+{
+    return esize < SHM_LINE ? SHM_LINE / esize : 1;
+}
+
 /* One part of m items split into n near-equal parts in units of unit items: [*lo, *hi). */
 void shm_part(size_t m, size_t unit, int n, int j, size_t *lo, size_t *hi);
 
