@@ -46,4 +46,19 @@ static inline uint32_t fuzz_u32(const uint8_t *data, size_t size, size_t at)
     return v;
 }
 
+/*
+ * Input of fuzz_shm_peer: a head (ranks - 1, this rank, collective | steps << 4, root,
+ * fingerprint u32, base step u32, count u32), then per rank: step word u64, failed i32,
+ * descriptor sendbuf u64, recvbuf u64, count u32 (high bit: a u64 count follows) and
+ * fingerprint u32 at offset 40.
+ */
+#define FUZZ_SHM_HEAD_BYTES 16
+#define FUZZ_SHM_PEER_BYTES 48
+
+static inline void fuzz_put_u64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
 #endif

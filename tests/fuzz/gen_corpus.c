@@ -116,6 +116,33 @@ static int tcp_seeds(void)
     return rc;
 }
 
+/* Four ranks in step 1 of an allreduce of 1000 elements; variant 1 has rank 2 one step
+ * behind, variant 2 has rank 3 in another call. */
+static int shm_seed(const char *name, int variant)
+{
+    uint8_t in[FUZZ_SHM_HEAD_BYTES + 4 * FUZZ_SHM_PEER_BYTES];
+    const uint64_t fp = 0x5eed, base = 40, count = 1000;
+
+    memset(in, 0, sizeof(in));
+    in[0] = 3;          /* four ranks */
+    in[1] = 1;          /* this rank */
+    in[2] = 0;          /* allreduce, one step */
+    fuzz_put_u64(in + 4, fp | base << 32);
+    fuzz_put_u64(in + 12, count);
+    for (int j = 0; j < 4; j++) {
+        uint8_t *p = in + FUZZ_SHM_HEAD_BYTES + j * FUZZ_SHM_PEER_BYTES;
+        uint64_t step = base + 1 - (variant == 1 && j == 2);
+        uint64_t tag = variant == 2 && j == 3 ? 0x0bad : fp;
+
+        fuzz_put_u64(p, tag << 48 | step);
+        fuzz_put_u64(p + 12, 0x7f0000001000u + (uint64_t)j * 0x100000);
+        fuzz_put_u64(p + 20, 0x7f0000801000u + (uint64_t)j * 0x100000);
+        fuzz_put_u64(p + 28, count);
+        fuzz_put_u64(p + 40, fp);
+    }
+    return put("fuzz_shm_peer", name, in, sizeof(in), NULL, 0);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -123,5 +150,8 @@ int main(int argc, char **argv)
         return 2;
     }
     top = argv[1];
-    return boot_seeds() | tcp_seeds() ? 1 : 0;
+    return boot_seeds() | tcp_seeds() | shm_seed("in-step", 0) | shm_seed("behind", 1) |
+                   shm_seed("other-call", 2)
+               ? 1
+               : 0;
 }

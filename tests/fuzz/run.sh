@@ -1,7 +1,8 @@
 #!/bin/bash
-# Fuzzes every parser of bytes that chorus takes from the wire: builds one
-# libFuzzer target per parser with ASan and UBSan, straight from the sources
-# it needs (no autotools), and runs each on its corpus, one after the other.
+# Fuzzes every parser of bytes that chorus takes from the wire or from a local
+# peer's shared memory: builds one libFuzzer target per parser with ASan and
+# UBSan, straight from the sources it needs (no autotools), and runs each on
+# its corpus, one after the other.
 #
 #   tests/fuzz/run.sh [--smoke] [-runs=N] [--max-time S] [--work DIR] [target...]
 #   tests/fuzz/run.sh --seeds        rewrite the seed files in tests/fuzz/corpus/
@@ -24,7 +25,7 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 CLANG=${CLANG:-clang}
-TARGETS_ALL="fuzz_boot_header fuzz_boot_messages fuzz_tcp_header fuzz_tcp_hello fuzz_tcp_addr"
+TARGETS_ALL="fuzz_boot_header fuzz_boot_messages fuzz_tcp_header fuzz_tcp_hello fuzz_tcp_addr fuzz_shm_peer"
 
 runs=10000000
 max_time=0
@@ -70,11 +71,13 @@ fi
 util_srcs="$(cd "$top" && echo src/util/*.c) tests/fuzz/fuzz_stubs.c"
 boot_srcs="src/core/bootstrap_wire.c $util_srcs"
 tcp_srcs="$(cd "$top" && echo transports/tcp/*.c) $util_srcs"
+shm_srcs="transports/shm/shm_sync.c transports/shm/shm_desc.c $util_srcs"
 
 srcs_of() {
     case $1 in
     fuzz_boot_*) echo "tests/fuzz/$1.c $boot_srcs" ;;
     fuzz_tcp_*) echo "tests/fuzz/$1.c $tcp_srcs" ;;
+    fuzz_shm_*) echo "tests/fuzz/$1.c $shm_srcs" ;;
     gen_corpus) echo "tests/fuzz/gen_corpus.c src/core/bootstrap_wire.c $tcp_srcs" ;;
     esac
 }
@@ -85,6 +88,7 @@ max_len_of() {
     fuzz_boot_messages) echo 4400 ;;
     fuzz_tcp_addr) echo 512 ;;
     fuzz_tcp_hello) echo 128 ;;
+    fuzz_shm_peer) echo 400 ;;
     *) echo 64 ;;
     esac
 }

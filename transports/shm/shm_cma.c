@@ -77,28 +77,6 @@ static const shm_desc_t *desc_of(const shm_node_t *node, int j)
     return &node->ctrl[j]->desc;
 }
 
-/* Every peer's descriptor describes this call, with the buffers it needs. */
-static int cma_check(shm_op_t *op)
-{
-    const coll_args_t *a = &op->args;
-
-    for (int j = 0; j < op->node->n; j++) {
-        const shm_desc_t *d = desc_of(op->node, j);
-        int needs_recv = a->coll == COLL_ALLREDUCE || a->coll == COLL_BROADCAST ||
-                         (a->coll == COLL_REDUCE && j == a->root);
-        int needs_send = a->coll != COLL_BROADCAST || j == a->root;
-
-        if (d->fp != op->fp || d->count != a->count ||
-            (needs_recv && d->recvbuf == 0) || (needs_send && d->sendbuf == 0)) {
-            chorus_error("local rank %d published a call that does not match this one (count "
-                         "%llu against %zu, fingerprint %04x against %04x, or a NULL buffer)",
-                         j, (unsigned long long)d->count, a->count, d->fp, op->fp);
-            return CHORUS_ERR_INVALID_ARG;
-        }
-    }
-    return 0;
-}
-
 /* acc = reduction in rank order of elements [c, c+k) at offset elem0 of every rank's sendbuf. */
 static int cma_reduce_chunk(shm_op_t *op, size_t elem0, size_t c, size_t k)
 {
@@ -203,15 +181,11 @@ static int cma_gather(shm_op_t *op)
 int shm_cma_progress(shm_op_t *op)
 {
     shm_node_t *node = op->node;
-    shm_desc_t *mine = &node->ctrl[node->me]->desc;
     int rc;
 
     switch (op->round) {
     case 0:
-        mine->sendbuf = (uint64_t)(uintptr_t)op->args.sendbuf;
-        mine->recvbuf = (uint64_t)(uintptr_t)op->args.recvbuf;
-        mine->count = op->args.count;
-        mine->fp = op->fp;
+        shm_desc_publish(node, &op->args, op->fp);
         shm_post(node, op->fp);
         op->round = 1;
         /* fall through */
@@ -220,7 +194,7 @@ int shm_cma_progress(shm_op_t *op)
             op->wait_step = op->base + 1;
             return rc;
         }
-        if ((rc = cma_check(op)) < 0)
+        if ((rc = shm_desc_check(node, &op->args, op->fp)) < 0)
             return rc;
         if (op->args.coll == COLL_ALLGATHER || op->args.coll == COLL_BROADCAST)
             rc = cma_gather(op);

@@ -102,6 +102,11 @@ static inline size_t shm_unit(size_t esize)
 /* One part of m items split into n near-equal parts in units of unit items: [*lo, *hi). */
 void shm_part(size_t m, size_t unit, int n, int j, size_t *lo, size_t *hi);
 
+/* Single-copy call descriptors (shm_desc.c): publish this rank's; 0 when every peer's
+ * matches the call, else INVALID_ARG. */
+void shm_desc_publish(shm_node_t *node, const coll_args_t *a, uint32_t fp);
+int shm_desc_check(const shm_node_t *node, const coll_args_t *a, uint32_t fp);
+
 /* The single-copy path (shm_cma.c). */
 int shm_cma_progress(shm_op_t *op);
 int shm_cma_probe(pid_t pid, const shm_ctrl_t *peer_ctrl_local, uint64_t peer_addr);

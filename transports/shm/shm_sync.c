@@ -71,11 +71,11 @@ static int any_failed(shm_node_t *node)
         return CHORUS_ERR_PEER_FAILED;
     }
     for (int j = 0; j < node->n; j++) {
-        shm_ctrl_t *c = node->ctrl[j];
+        int32_t failed = atomic_load_explicit(&node->ctrl[j]->failed, memory_order_relaxed);
 
-        if (j != node->me && atomic_load_explicit(&c->failed, memory_order_relaxed) != 0) {
+        if (j != node->me && failed != 0) {
             chorus_error("local rank %d gave up (%s)", j,
-                         chorus_status_string((chorus_status_t)atomic_load(&c->failed)));
+                         chorus_status_string((chorus_status_t)failed));
             return CHORUS_ERR_PEER_FAILED;
         }
     }
