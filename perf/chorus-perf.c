@@ -154,10 +154,12 @@ static void perf_run_row(perf_ctx_t *c, const perf_args_t *a)
     };
 
     for (int k = 0; k < 2; k++) {
-        /* Timed calls run on check values too, so no NaN or denormal skews them. */
+        /* Results are checked before they are timed, so a size is never timed on a
+         * path that computes wrong answers unnoticed. Timed calls run on check values
+         * too, so no NaN or denormal skews them. */
+        row.wrong[k] = c->opts->check ? perf_verify(c, a, k) : -1;
         perf_fill(a, k, c->send, c->recv);
         row.time_us[k] = perf_time(c, a, k);
-        row.wrong[k] = c->opts->check ? perf_verify(c, a, k) : -1;
         if (row.wrong[k] > 0)
             c->wrong_total += row.wrong[k];
     }
