@@ -35,7 +35,7 @@ import peers  # noqa: E402
 from peers import RunError, WrongResults
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_SIZES = "8,32,128,512,2K,8K,32K,128K,512K,2M,8M,32M,128M,256M"
+DEFAULT_SIZES = "8,64,512,1K,4K,16K,64K,256K,1M,4M,16M,64M,256M"
 PEER_ORDER = ("ompi", "mpich", "gloo")
 PEER_CLASSES = {"ompi": peers.OpenMpi, "mpich": peers.Mpich, "gloo": peers.Gloo}
 
@@ -76,7 +76,6 @@ def build_parser():
                    "or all")
     p.add_argument("--sizes", default=DEFAULT_SIZES,
                    help="comma-separated whole-buffer sizes (K, M, G = powers of 1024)")
-    p.add_argument("--with-256m", action="store_true", help="add 256M to the sizes")
     p.add_argument("-i", "--iters", type=int, default=20, help="timed calls per size")
     p.add_argument("-w", "--warmup", type=int, default=10, help="untimed calls before them")
     p.add_argument("--large-from", default="32M",
@@ -123,8 +122,6 @@ def parse_args(argv):
         a.large_from_bytes = parse_size(a.large_from)
     except ValueError:
         p.error("bad --sizes '%s' or --large-from '%s'" % (a.sizes, a.large_from))
-    if a.with_256m and (256 << 20) not in a.size_list:
-        a.size_list.append(256 << 20)
     if not a.size_list or a.size_list[0] < 4 or a.size_list[-1] > 1 << 30:
         p.error("sizes must be between 4 B and 1 GiB")
     colls = [c.strip() for c in a.colls.split(",") if c.strip()]

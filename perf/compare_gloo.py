@@ -2,8 +2,8 @@
 """Compare chorus with torch.distributed's gloo backend over TCP loopback.
 
 A thin wrapper kept for the commands written before perf/compare.py existed: it runs
-compare.py with gloo as the only peer, without the memcpy bound, and with the same
-iteration counts at every size. compare.py holds the whole method (interleaved runs,
+compare.py with gloo as the only peer, chorus on its TCP transport (CHORUS_SHM=0),
+without the memcpy bound, and with the same iteration counts at every size. compare.py holds the whole method (interleaved runs,
 results checked before the figures count, median ratio with min-max over paired runs).
 
 Example (from the top of the source tree):
@@ -35,7 +35,6 @@ def main(argv):
     p.add_argument("-n", "--nranks", default="4")
     p.add_argument("-r", "--reps", default="5")
     p.add_argument("--sizes", default=DEFAULT_SIZES)
-    p.add_argument("--with-256m", action="store_true")
     p.add_argument("--colls", default="allreduce")
     p.add_argument("-i", "--iters", default="20")
     p.add_argument("-w", "--warmup", default="5")
@@ -47,11 +46,11 @@ def main(argv):
     p.add_argument("--json")
     p.add_argument("--plot")
     a = p.parse_args(argv)
-    args = ["--peers", "gloo", "--no-membw", "-n", a.nranks, "-r", a.reps,
+    # Both sides over TCP: chorus would otherwise take shared memory between local ranks.
+    args = ["--peers", "gloo", "--no-membw", "--env", "CHORUS_SHM=0", "-n", a.nranks, "-r", a.reps,
             "--sizes", a.sizes, "-d", a.colls, "-i", a.iters, "-w", a.warmup,
             "--large-from", "2G", "--buffers", a.buffers, "--chorus-perf", a.chorus_perf,
             "--chorus-variant", a.chorus_variant, "--timeout", a.timeout]
-    args += ["--with-256m"] if a.with_256m else []
     args += ["--json", a.json] if a.json else []
     args += ["--plot", a.plot] if a.plot else []
     return compare.main(args)
