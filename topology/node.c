@@ -10,7 +10,9 @@
 
 #define NODE_HOST_MAX 64    /* Linux's HOST_NAME_MAX */
 #define NODE_BOOT_MAX 48    /* a boot id is a 36-character UUID */
+#define NODE_NET_MAX 24     /* the namespace's inode number */
 #define NODE_BOOT_ID_PATH "/proc/sys/kernel/random/boot_id"
+#define NODE_NETNS_PATH "/proc/self/ns/net"
 
 static int node_char_ok(char c)
 {
@@ -31,16 +33,23 @@ static size_t node_copy(char *dst, const char *src, size_t max)
 /*
  * A host name alone is not unique (cloned virtual machines, containers
  * named alike), and the boot id alone is shared by containers on one
- * kernel that may not share memory. Together they name one machine
- * instance; ':' cannot occur in either sanitized part.
+ * kernel that may not share memory. The network namespace separates
+ * processes that reach each other only through a network, such as the
+ * namespaces of an emulated cluster on one machine: they are nodes of their
+ * own. Together the three name one node; ':' cannot occur in a sanitized part.
  */
-void chorus__node_identity_format(const char *host, const char *boot_id, char *out)
+void chorus__node_identity_format(const char *host, const char *boot_id, const char *netns,
+                                  char *out)
 {
     size_t n = node_copy(out, host && *host ? host : "unknown", NODE_HOST_MAX);
 
     if (boot_id != NULL && *boot_id != '\0') {
         out[n++] = ':';
         n += node_copy(out + n, boot_id, NODE_BOOT_MAX);
+    }
+    if (netns != NULL && *netns != '\0') {
+        out[n++] = ':';
+        n += node_copy(out + n, netns, NODE_NET_MAX);
     }
     out[n] = '\0';
 }
@@ -62,10 +71,33 @@ static void node_read_boot_id(char *buf, size_t len)
     buf[strcspn(buf, "\r\n")] = '\0';
 }
 
+/* The inode number of this process's network namespace ("net:[N]"), or "". */
+static void node_read_netns(char *buf, size_t len)
+{
+    char link[64];
+    ssize_t n = readlink(NODE_NETNS_PATH, link, sizeof(link) - 1);
+    const char *open_br, *close_br;
+
+    buf[0] = '\0';
+    if (n <= 0) {
+        chorus_debug("cannot read %s: %m; the node identity has no network namespace",
+                     NODE_NETNS_PATH);
+        return;
+    }
+    link[n] = '\0';
+    open_br = strchr(link, '[');
+    close_br = open_br ? strchr(open_br, ']') : NULL;
+    if (close_br == NULL || (size_t)(close_br - open_br) > len)
+        return;
+    memcpy(buf, open_br + 1, (size_t)(close_br - open_br - 1));
+    buf[close_br - open_br - 1] = '\0';
+}
+
 chorus_status_t chorus__node_identity(char *out, size_t len)
 {
     char host[NODE_HOST_MAX + 2];
     char boot_id[NODE_BOOT_MAX + 2];
+    char netns[NODE_NET_MAX + 2];
 
     if (out == NULL || len < CHORUS_NODE_ID_MAX) {
         chorus_error("node identity needs a buffer of %d bytes, got %zu",
@@ -79,7 +111,8 @@ chorus_status_t chorus__node_identity(char *out, size_t len)
     /* A truncated name need not be terminated. */
     host[sizeof(host) - 1] = '\0';
     node_read_boot_id(boot_id, sizeof(boot_id));
-    chorus__node_identity_format(host, boot_id, out);
+    node_read_netns(netns, sizeof(netns));
+    chorus__node_identity_format(host, boot_id, netns, out);
     return CHORUS_OK;
 }
 

@@ -9,22 +9,23 @@
 #include "chorus.h"
 
 /* Longest identity, with its terminating NUL. */
-#define CHORUS_NODE_ID_MAX 128
+#define CHORUS_NODE_ID_MAX 160
 
 /*
- * This machine's identity: "<host name>:<kernel boot id>", or the host name
- * alone when the boot id cannot be read. Characters outside [A-Za-z0-9._-]
+ * This machine's identity: "<host name>:<kernel boot id>:<network namespace>",
+ * leaving out a part that cannot be read. Characters outside [A-Za-z0-9._-]
  * become '_'. len must be at least CHORUS_NODE_ID_MAX; out is written only
  * on success.
  */
 chorus_status_t chorus__node_identity(char *out, size_t len);
 
 /*
- * The identity made of host and boot_id (NULL or "" for none), sanitized
- * and bounded as above; out needs CHORUS_NODE_ID_MAX bytes. Separate from
- * chorus__node_identity so it can be tested without the machine.
+ * The identity made of host, boot_id and netns (NULL or "" for none),
+ * sanitized and bounded as above; out needs CHORUS_NODE_ID_MAX bytes.
+ * Separate from chorus__node_identity so it can be tested without the machine.
  */
-void chorus__node_identity_format(const char *host, const char *boot_id, char *out);
+void chorus__node_identity_format(const char *host, const char *boot_id, const char *netns,
+                                  char *out);
 
 /*
  * Position of rank among the ranks whose identity equals its own, ordered

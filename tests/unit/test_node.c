@@ -1,7 +1,10 @@
 /* Node identity and local rank arithmetic. */
 #include <criterion/criterion.h>
+#include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "topology/node.h"
@@ -90,13 +93,18 @@ Test(local_ranks, bad_arguments_leave_outputs_alone)
 
 /* ---- identity ------------------------------------------------------------ */
 
-static char *format(const char *host, const char *boot)
+static char *format3(const char *host, const char *boot, const char *netns)
 {
     static char out[CHORUS_NODE_ID_MAX];
 
     memset(out, 'Z', sizeof(out));
-    chorus__node_identity_format(host, boot, out);
+    chorus__node_identity_format(host, boot, netns, out);
     return out;
+}
+
+static char *format(const char *host, const char *boot)
+{
+    return format3(host, boot, NULL);
 }
 
 Test(identity, format_joins_host_and_boot_id)
@@ -106,6 +114,9 @@ Test(identity, format_joins_host_and_boot_id)
     cr_assert_str_eq(format("node_1", ""), "node_1");
     cr_assert_str_eq(format(NULL, "b"), "unknown:b");
     cr_assert_str_eq(format("", NULL), "unknown");
+    cr_assert_str_eq(format3("h", "b", "4026531840"), "h:b:4026531840");
+    cr_assert_str_eq(format3("h", NULL, "4026531840"), "h:4026531840");
+    cr_assert_str_eq(format3("h", "b", ""), "h:b");
 }
 
 Test(identity, format_sanitizes)
@@ -117,21 +128,23 @@ Test(identity, format_sanitizes)
 
 Test(identity, format_bounds_each_part)
 {
-    char host[300], boot[300], want[CHORUS_NODE_ID_MAX];
+    char host[300], boot[300], net[300], want[CHORUS_NODE_ID_MAX];
 
     memset(host, 'h', sizeof(host) - 1);
     host[sizeof(host) - 1] = '\0';
     memset(boot, 'b', sizeof(boot) - 1);
     boot[sizeof(boot) - 1] = '\0';
-    snprintf(want, sizeof(want), "%.64s:%.48s", host, boot);
-    cr_assert_str_eq(format(host, boot), want);
-    cr_assert_lt(strlen(format(host, boot)), CHORUS_NODE_ID_MAX);
+    memset(net, 'n', sizeof(net) - 1);
+    net[sizeof(net) - 1] = '\0';
+    snprintf(want, sizeof(want), "%.64s:%.48s:%.24s", host, boot, net);
+    cr_assert_str_eq(format3(host, boot, net), want);
+    cr_assert_lt(strlen(format3(host, boot, net)), CHORUS_NODE_ID_MAX);
 }
 
 Test(identity, this_machine)
 {
     char id[CHORUS_NODE_ID_MAX], again[CHORUS_NODE_ID_MAX];
-    char host[128] = "", boot[128] = "", want[CHORUS_NODE_ID_MAX];
+    char host[128] = "", boot[128] = "", link[64] = "", net[64] = "", want[CHORUS_NODE_ID_MAX];
     FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
 
     cr_assert_eq(gethostname(host, sizeof(host) - 1), 0);
@@ -141,7 +154,10 @@ Test(identity, this_machine)
         fclose(f);
         boot[strcspn(boot, "\n")] = '\0';
     }
-    chorus__node_identity_format(host, boot, want);
+    /* "net:[4026531840]": the number between the brackets. */
+    if (readlink("/proc/self/ns/net", link, sizeof(link) - 1) > 0)
+        sscanf(link, "net:[%63[0-9]]", net);
+    chorus__node_identity_format(host, boot, net, want);
 
     cr_assert_eq(chorus__node_identity(id, sizeof(id)), CHORUS_OK);
     cr_assert_str_eq(id, want);
@@ -162,4 +178,50 @@ Test(identity, small_buffer_is_rejected)
     cr_assert_eq(chorus__node_identity(id, sizeof(id)), CHORUS_ERR_INVALID_ARG);
     cr_assert_eq(id[0], 'Q');
     cr_assert_eq(chorus__node_identity(NULL, CHORUS_NODE_ID_MAX), CHORUS_ERR_INVALID_ARG);
+}
+
+/* The identity this process would have in a network namespace of its own. */
+static int identity_in_new_netns(char *id)
+{
+    int fds[2], status;
+    pid_t pid;
+    ssize_t got;
+
+    cr_assert_eq(pipe(fds), 0);
+    pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        char child[CHORUS_NODE_ID_MAX] = "";
+
+        close(fds[0]);
+        if (unshare(CLONE_NEWNET) != 0)
+            _exit(errno == EPERM ? 3 : 4);
+        if (chorus__node_identity(child, sizeof(child)) != CHORUS_OK)
+            _exit(5);
+        _exit(write(fds[1], child, sizeof(child)) == (ssize_t)sizeof(child) ? 0 : 6);
+    }
+    close(fds[1]);
+    got = read(fds[0], id, CHORUS_NODE_ID_MAX);
+    close(fds[0]);
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status));
+    if (WEXITSTATUS(status) == 3)
+        return -1;
+    cr_assert_eq(WEXITSTATUS(status), 0, "child exit %d", WEXITSTATUS(status));
+    cr_assert_eq(got, CHORUS_NODE_ID_MAX);
+    return 0;
+}
+
+Test(identity, network_namespaces_are_nodes)
+{
+    char here[CHORUS_NODE_ID_MAX], there[CHORUS_NODE_ID_MAX];
+    size_t prefix;
+
+    cr_assert_eq(chorus__node_identity(here, sizeof(here)), CHORUS_OK);
+    if (identity_in_new_netns(there) != 0)
+        cr_skip_test("creating a network namespace needs privileges this run lacks");
+    cr_assert_str_neq(here, there, "a new network namespace is another node: %s", here);
+    /* Host name and boot id stay the same: only the last part differs. */
+    prefix = (size_t)(strrchr(here, ':') - here);
+    cr_assert_eq(strncmp(here, there, prefix + 1), 0, "%s vs %s", here, there);
 }
