@@ -77,43 +77,59 @@ static const shm_desc_t *desc_of(const shm_node_t *node, int j)
     return &node->ctrl[j]->desc;
 }
 
-/* acc = reduction in rank order of elements [c, c+k) at offset elem0 of every rank's sendbuf. */
-static int cma_reduce_chunk(shm_op_t *op, size_t elem0, size_t c, size_t k)
+/*
+ * Where this rank's reduced chunk is formed: straight in its recvbuf when the
+ * result stays there, so no copy follows; in the private acc buffer when it
+ * has no result here (a reduce's non-root), or when forming it in place would
+ * overwrite its own input before rank order reaches it.
+ */
+static char *cma_dst(shm_op_t *op, const char *own, size_t c, size_t k)
+{
+    const coll_args_t *a = &op->args;
+    size_t bytes = k * op->esize;
+    char *dst;
+
+    if (a->coll == COLL_REDUCE && a->rank != a->root)
+        return op->node->acc;
+    dst = (char *)a->recvbuf + c * op->esize;
+    if (dst == own && op->node->me == 0)
+        return dst;
+    if (dst < own + bytes && own < dst + bytes)
+        return op->node->acc;
+    return dst;
+}
+
+/*
+ * dst = reduction in rank order of elements [c, c+k) at offset elem0 of every
+ * rank's sendbuf: the first operand is read straight into dst (or is this
+ * rank's own data, used where it lies), every later peer's through tmp.
+ */
+static int cma_reduce_chunk(shm_op_t *op, char *dst, size_t elem0, size_t c, size_t k)
 {
     shm_node_t *node = op->node;
     chorus__reduce_fn fn = chorus__reduce_kernel(op->args.dtype, op->args.op);
     size_t es = op->esize, off = (elem0 + c) * es;
     const char *own = (const char *)op->args.sendbuf + off;
+    const void *sofar = NULL;   /* the reduction of ranks 0..j-1 */
     int rc;
 
     for (int j = 0; j < node->n; j++) {
         const void *src = own;
 
         if (j != node->me) {
-            void *dst = j == 0 ? node->acc : node->tmp;
-            if ((rc = cma_move(node, j, 0, dst, desc_of(node, j)->sendbuf + off, k * es)) < 0)
+            void *into = sofar == NULL ? (void *)dst : node->tmp;
+            if ((rc = cma_move(node, j, 0, into, desc_of(node, j)->sendbuf + off, k * es)) < 0)
                 return rc;
-            src = dst;
+            src = into;
         }
-        if (j == 0 && src != node->acc)
-            memcpy(node->acc, src, k * es);
-        else if (j > 0)
-            fn(node->acc, node->acc, src, k);
+        if (sofar != NULL)
+            fn(dst, sofar, src, k);
+        sofar = sofar == NULL ? src : dst;
     }
-    chorus__reduce_finalize(op->args.dtype, op->args.op, node->acc, k, node->n);
+    if (sofar != dst)
+        memcpy(dst, sofar, k * es);
+    chorus__reduce_finalize(op->args.dtype, op->args.op, dst, k, node->n);
     return 0;
-}
-
-/* The reduced chunk to rank j's recvbuf at byte offset off (its own with memcpy). */
-static int cma_put(shm_op_t *op, int j, size_t off, size_t bytes)
-{
-    shm_node_t *node = op->node;
-
-    if (j == node->me) {
-        memcpy((char *)op->args.recvbuf + off, node->acc, bytes);
-        return 0;
-    }
-    return cma_move(node, j, 1, node->acc, desc_of(node, j)->recvbuf + off, bytes);
 }
 
 static int cma_reduce(shm_op_t *op)
@@ -132,18 +148,18 @@ static int cma_reduce(shm_op_t *op)
         shm_part(a->count, unit, node->n, node->me, &lo, &hi);
     }
     for (size_t c = lo; c < hi; c += per) {
-        size_t k = hi - c < per ? hi - c : per;
+        size_t k = hi - c < per ? hi - c : per, bytes = k * es;
+        const char *own = (const char *)a->sendbuf + (elem0 + c) * es;
+        char *dst = cma_dst(op, own, c, k);
 
-        if ((rc = cma_reduce_chunk(op, elem0, c, k)) < 0)
+        if ((rc = cma_reduce_chunk(op, dst, elem0, c, k)) < 0)
             return rc;
-        if (a->coll == COLL_REDUCE_SCATTER) {
-            memcpy((char *)a->recvbuf + c * es, node->acc, k * es);
-            continue;
-        }
-        for (int j = 0; j < node->n; j++) {
-            if (a->coll != COLL_ALLREDUCE && j != a->root)
+        if (dst == node->acc && (a->coll != COLL_REDUCE || a->rank == a->root))
+            memcpy((char *)a->recvbuf + c * es, dst, bytes);
+        for (int j = 0; j < node->n && a->coll != COLL_REDUCE_SCATTER; j++) {
+            if (j == node->me || (a->coll == COLL_REDUCE && j != a->root))
                 continue;
-            if ((rc = cma_put(op, j, c * es, k * es)) < 0)
+            if ((rc = cma_move(node, j, 1, dst, desc_of(node, j)->recvbuf + c * es, bytes)) < 0)
                 return rc;
         }
     }
