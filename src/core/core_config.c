@@ -3,6 +3,7 @@
 
 #include <stddef.h>
 
+#include "topology/topo.h"
 #include "transports/shm/shm.h"
 #include "tuning/select.h"
 #include "util/log.h"
@@ -70,6 +71,7 @@ const chorus__config_table_t *const chorus__config_tables[] = {
     &chorus__log_config_table,
     &chorus__core_config_table,
     &shm_config_table,
+    &topo_config_table,
     &tune_config_table,
     NULL,
 };

@@ -3,6 +3,7 @@
  *   chorus-info              version, features, transports, kernel ISA
  *   chorus-info -c           every configuration variable: value, default, help
  *   chorus-info --tune [-n N] [--nodes one|many] the algorithm selection table for N ranks
+ *   chorus-info --topo [FILE] this node's map (or the one in FILE or CHORUS_TOPO_FILE)
  *   chorus-info --man-config the variables as roff, for chorus(7)
  */
 #include <stdio.h>
@@ -13,6 +14,7 @@
 #include "config.h"
 #include "core/core_config.h"
 #include "reduce/reduce.h"
+#include "topology/topo.h"
 #include "transports/base/transport.h"
 #include "transports/shm/shm.h"
 #include "tuning/select.h"
@@ -21,12 +23,14 @@
 static void usage(FILE *out)
 {
     fputs("usage: chorus-info [-c | --config] [--tune [-n RANKS] [--nodes one|many]] "
-          "[--man-config] [-h]\n"
+          "[--topo [FILE]] [--man-config] [-h]\n"
           "  (no option)   version, built-in features, transports, kernel ISA\n"
           "  -c, --config  every configuration variable with its value, default and help\n"
           "  --tune        the algorithm selection table (cost-model estimates) for RANKS ranks\n"
           "                (default: CHORUS_SIZE, else 4) on one node (shared memory, the\n"
           "                default) or spread over many nodes (--nodes many)\n"
+          "  --topo [FILE] this node's packages, caches, GPUs, NICs, their distances and\n"
+          "                NVLinks; from FILE (hwloc XML) or CHORUS_TOPO_FILE when given\n"
           "  --man-config  the variables as roff source, for chorus(7)\n", out);
 }
 
@@ -73,6 +77,27 @@ static int print_tune(int ranks, int node_local)
     return 0;
 }
 
+/* file: a topology file named on the command line, else NULL for the configured map. */
+static int print_topo(const char *file)
+{
+    topo_config_t cfg;
+    topo_node_t *node;
+    chorus_status_t st;
+
+    if (chorus__config_read(&topo_config_table, &cfg) != CHORUS_OK)
+        return 1;
+    if (file)
+        snprintf(cfg.file.s, sizeof(cfg.file.s), "%s", file);
+    st = topo_node_create(&cfg, &node);
+    if (st != CHORUS_OK) {
+        fprintf(stderr, "chorus-info: no topology: %s\n", chorus_status_string(st));
+        return 1;
+    }
+    st = topo_node_print(node, stdout);
+    topo_node_free(node);
+    return st == CHORUS_OK ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
     int ranks = 0, tune = 0, node_local = 1;
@@ -85,6 +110,8 @@ int main(int argc, char **argv)
         } else if (!strcmp(argv[i], "--man-config")) {
             chorus__config_print(stdout, 1);
             return 0;
+        } else if (!strcmp(argv[i], "--topo")) {
+            return print_topo(i + 1 < argc && argv[i + 1][0] != '-' ? argv[i + 1] : NULL);
         } else if (!strcmp(argv[i], "--tune")) {
             tune = 1;
         } else if (!strcmp(argv[i], "-n") && i + 1 < argc) {
