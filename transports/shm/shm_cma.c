@@ -7,7 +7,6 @@
  * descriptors are published, and every rank is done with every buffer.
  */
 #include <errno.h>
-#include <signal.h>
 #include <stddef.h>
 #include <string.h>
 #include <sys/uio.h>
@@ -20,16 +19,17 @@ static int cma_error(const shm_node_t *node, int peer, const char *what, size_t 
 {
     int err = errno;
 
-    /* A process being torn down stops answering with EFAULT before ESRCH. */
-    if (err != ESRCH && kill(node->pids[peer], 0) != 0 && errno == ESRCH)
-        err = ESRCH;
-    errno = err;
-
+    /* A peer that gave up has left the call and may have freed its buffers, and a process
+     * being torn down answers with EFAULT before ESRCH: both are the peer's failure. */
+    if (err == ESRCH || atomic_load(&node->ctrl[peer]->failed) != 0 ||
+        shm_pid_gone(node->pids[peer])) {
+        chorus_error("local rank %d gave up or is gone: %s of %zu bytes failed (%s)", peer,
+                     what, bytes, strerror(err));
+        return CHORUS_ERR_PEER_FAILED;
+    }
     chorus_error("local rank %d: %s of %zu bytes failed: %s%s", peer, what, bytes, strerror(err),
                  err == EPERM || err == ENOSYS ? " (the kernel refuses cross-memory attach; "
                  "set CHORUS_SHM_CMA=0)" : "");
-    if (err == ESRCH)
-        return CHORUS_ERR_PEER_FAILED;
     return err == EFAULT ? CHORUS_ERR_INVALID_ARG : CHORUS_ERR_SYSTEM;
 }
 

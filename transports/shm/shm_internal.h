@@ -88,6 +88,8 @@ void shm_post(shm_node_t *node, uint32_t fp);
  * a negative status: a peer failed or is in another call.
  */
 int shm_reached(shm_node_t *node, uint64_t step, uint64_t base, uint32_t fp, int *peer_p);
+/* Whether the process is gone or exiting (killed, not yet reaped, counts as gone). */
+int shm_pid_gone(pid_t pid);
 /* Sleep on peer's bell until its step word changes or max_us pass. */
 void shm_sleep(shm_node_t *node, int peer, uint64_t step, unsigned max_us);
 

@@ -9,6 +9,7 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <sched.h>
+#include <stdio.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -112,6 +113,36 @@ static int peer_moved(shm_ctrl_t *c, uint64_t step)
     return (atomic_load(&c->step) & SHM_STEP_MASK) >= step || atomic_load(&c->failed) != 0;
 }
 
+/* The kernel's flag of a process that has begun to exit (include/linux/sched.h). */
+#define SHM_PF_EXITING 0x4
+
+int shm_pid_gone(pid_t pid)
+{
+    char path[64], buf[512], state;
+    unsigned long flags;
+    const char *end;
+    FILE *f;
+    size_t n;
+
+    if (kill(pid, 0) != 0 && errno == ESRCH)
+        return 1;
+    /* A killed process stays visible until it is reaped, and its memory is gone before
+     * that: its state (zombie, dead) or its exiting flag says so. */
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    f = fopen(path, "re");
+    if (f == NULL)
+        return errno == ENOENT;
+    n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    /* pid (comm) state ppid pgrp session tty_nr tpgid flags: comm may hold spaces. */
+    end = strrchr(buf, ')');
+    if (end == NULL ||
+        sscanf(end + 1, " %c %*d %*d %*d %*d %*d %lu", &state, &flags) != 2)
+        return 0;
+    return state == 'Z' || state == 'X' || (flags & SHM_PF_EXITING) != 0;
+}
+
 void shm_sleep(shm_node_t *node, int peer, uint64_t step, unsigned max_us)
 {
     shm_ctrl_t *c = node->ctrl[peer];
@@ -131,7 +162,7 @@ void shm_sleep(shm_node_t *node, int peer, uint64_t step, unsigned max_us)
     atomic_fetch_add(&c->sleepers, 1);
     bell = atomic_load(&c->bell);
     if (!peer_moved(c, step) && futex(&c->bell, FUTEX_WAIT, bell, &ts) != 0 &&
-        errno == ETIMEDOUT && kill(node->pids[peer], 0) != 0 && errno == ESRCH)
+        errno == ETIMEDOUT && shm_pid_gone(node->pids[peer]))
         node->dead_peer = peer;     /* killed: it will never post again */
     atomic_fetch_sub(&c->sleepers, 1);
 }
