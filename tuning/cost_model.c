@@ -115,6 +115,7 @@ static double barrier_dissemination(const tune_model_t *m, double n, int p)
 typedef struct {
     const char *name;
     double (*cost)(const tune_model_t *m, double n, int p);
+    int node_local;         /* a shared-memory algorithm: prices ranks sharing cores itself */
 } tune_alg_t;
 
 typedef struct {
@@ -133,35 +134,35 @@ static const tune_coll_desc_t tune_colls[TUNE_COLL_COUNT] = {
         .algs = {{.name = "ring", .cost = allreduce_ring},
                  {.name = "rd", .cost = allreduce_rd},
                  {.name = "rabenseifner", .cost = allreduce_rabenseifner},
-                 {.name = "shm", .cost = tune_shm_allreduce_flat},
-                 {.name = "shm_slice", .cost = tune_shm_allreduce_slice},
-                 {.name = "shm_cma", .cost = tune_shm_allreduce_cma}},
+                 {.name = "shm", .cost = tune_shm_allreduce_flat, .node_local = 1},
+                 {.name = "shm_slice", .cost = tune_shm_allreduce_slice, .node_local = 1},
+                 {.name = "shm_cma", .cost = tune_shm_allreduce_cma, .node_local = 1}},
     },
     [TUNE_COLL_ALLGATHER] = {
         .name = "allgather", .nalgs = 3,
         .algs = {{.name = "ring", .cost = allgather_ring},
-                 {.name = "shm", .cost = tune_shm_allgather},
-                 {.name = "shm_cma", .cost = tune_shm_allgather_cma}},
+                 {.name = "shm", .cost = tune_shm_allgather, .node_local = 1},
+                 {.name = "shm_cma", .cost = tune_shm_allgather_cma, .node_local = 1}},
     },
     [TUNE_COLL_BROADCAST] = {
         .name = "broadcast", .nalgs = 4,
         .algs = {{.name = "binomial", .cost = broadcast_binomial},
                  {.name = "chain", .cost = broadcast_chain},
-                 {.name = "shm", .cost = tune_shm_broadcast},
-                 {.name = "shm_cma", .cost = tune_shm_broadcast_cma}},
+                 {.name = "shm", .cost = tune_shm_broadcast, .node_local = 1},
+                 {.name = "shm_cma", .cost = tune_shm_broadcast_cma, .node_local = 1}},
     },
     [TUNE_COLL_REDUCE_SCATTER] = {
         .name = "reduce_scatter", .nalgs = 3,
         .algs = {{.name = "ring", .cost = reduce_scatter_ring},
-                 {.name = "shm", .cost = tune_shm_reduce_scatter},
-                 {.name = "shm_cma", .cost = tune_shm_reduce_scatter_cma}},
+                 {.name = "shm", .cost = tune_shm_reduce_scatter, .node_local = 1},
+                 {.name = "shm_cma", .cost = tune_shm_reduce_scatter_cma, .node_local = 1}},
     },
     [TUNE_COLL_REDUCE] = {
         .name = "reduce", .nalgs = 4,
         .algs = {{.name = "binomial", .cost = reduce_binomial},
-                 {.name = "shm", .cost = tune_shm_allreduce_flat},
-                 {.name = "shm_slice", .cost = tune_shm_allreduce_slice},
-                 {.name = "shm_cma", .cost = tune_shm_allreduce_cma}},
+                 {.name = "shm", .cost = tune_shm_allreduce_flat, .node_local = 1},
+                 {.name = "shm_slice", .cost = tune_shm_allreduce_slice, .node_local = 1},
+                 {.name = "shm_cma", .cost = tune_shm_allreduce_cma, .node_local = 1}},
     },
     [TUNE_COLL_ALLTOALL] = {
         .name = "alltoall", .nalgs = 1,
@@ -170,7 +171,7 @@ static const tune_coll_desc_t tune_colls[TUNE_COLL_COUNT] = {
     [TUNE_COLL_BARRIER] = {
         .name = "barrier", .nalgs = 2,
         .algs = {{.name = "dissemination", .cost = barrier_dissemination},
-                 {.name = "shm", .cost = tune_shm_barrier}},
+                 {.name = "shm", .cost = tune_shm_barrier, .node_local = 1}},
     },
 };
 
@@ -183,9 +184,13 @@ void tune_model_default(tune_model_t *model_p)
     model_p->node_local = 0;
     model_p->node_cma = 0;
     model_p->shm_slot = 0;
+    model_p->node_cores = 0;
     model_p->shm_alpha = TUNE_DEFAULT_SHM_ALPHA;
+    model_p->shm_alpha_oversub = TUNE_DEFAULT_SHM_ALPHA_OVERSUB;
     model_p->shm_beta = TUNE_DEFAULT_SHM_BETA;
+    model_p->shm_gamma = TUNE_DEFAULT_SHM_GAMMA;
     model_p->cma_alpha = TUNE_DEFAULT_CMA_ALPHA;
+    model_p->cma_beta = TUNE_DEFAULT_CMA_BETA;
 }
 
 const char *tune_coll_name(tune_coll_t coll)
@@ -231,5 +236,9 @@ double tune_cost(const tune_model_t *model, tune_coll_t coll, int alg, size_t by
 {
     if (model == NULL || p < 1 || alg < 0 || alg >= tune_coll_nalgs(coll))
         return -1.0;
+    /* On one node with more ranks than cores, the network algorithms' ranks share the
+     * cores as the shared-memory ones do. */
+    if (!tune_colls[coll].algs[alg].node_local && model->node_local)
+        return tune_shm_share(model, p) * tune_colls[coll].algs[alg].cost(model, (double)bytes, p);
     return tune_colls[coll].algs[alg].cost(model, (double)bytes, p);
 }

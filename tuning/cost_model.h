@@ -36,10 +36,16 @@ typedef enum {
 #define TUNE_DEFAULT_GAMMA       (1.0 / 4e9)      /* 4 GB/s reduced */
 #define TUNE_DEFAULT_CHUNK_BYTES ((size_t)256 << 10) /* CHORUS_CHUNK_SIZE's default */
 
-/* Defaults of the node-local (shared-memory) candidates. */
+/*
+ * Defaults of the node-local (shared-memory) candidates, fitted to sweeps of
+ * each algorithm forced on a 2-core machine at 2 and 4 ranks (docs/PERFORMANCE.md).
+ */
 #define TUNE_DEFAULT_SHM_ALPHA   1.5e-6           /* one step of every rank seen by all */
-#define TUNE_DEFAULT_SHM_BETA    (1.0 / 6e9)      /* 6 GB/s copied by one core */
+#define TUNE_DEFAULT_SHM_ALPHA_OVERSUB 60e-6      /* the same with more ranks than cores */
+#define TUNE_DEFAULT_SHM_BETA    (1.0 / 25e9)     /* copies through cache-sized slots */
+#define TUNE_DEFAULT_SHM_GAMMA   (1.0 / 10e9)     /* reduced by one core */
 #define TUNE_DEFAULT_CMA_ALPHA   4e-6             /* one process_vm_readv/writev call */
+#define TUNE_DEFAULT_CMA_BETA    (1.0 / 6.5e9)    /* kernel copy, pages pinned one by one */
 
 typedef struct {
     double alpha;           /* seconds per message */
@@ -50,9 +56,13 @@ typedef struct {
     int node_local;         /* 1: the shm candidates exist */
     int node_cma;           /* 1: single copy works between every pair of ranks */
     size_t shm_slot;        /* bytes per staging round (CHORUS_SHM_SLOT_SIZE) */
+    int node_cores;         /* cores the ranks run on; 0: as many as ranks */
     double shm_alpha;       /* seconds per step */
+    double shm_alpha_oversub; /* seconds per step when ranks outnumber cores */
     double shm_beta;        /* seconds per byte copied */
+    double shm_gamma;       /* seconds per byte reduced */
     double cma_alpha;       /* seconds per cross-memory call */
+    double cma_beta;        /* seconds per byte moved by a cross-memory call */
 } tune_model_t;
 
 void tune_model_default(tune_model_t *model_p);

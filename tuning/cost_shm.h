@@ -8,6 +8,9 @@
 
 #include "tuning/cost_model.h"
 
+/* How many ranks share a core on the node (1 when each has one): the factor on work. */
+double tune_shm_share(const tune_model_t *m, int p);
+
 double tune_shm_allreduce_flat(const tune_model_t *m, double n, int p);
 double tune_shm_allreduce_slice(const tune_model_t *m, double n, int p);
 double tune_shm_allreduce_cma(const tune_model_t *m, double n, int p);

@@ -3,9 +3,11 @@
 
 #include <ctype.h>
 #include <math.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "tuning/cost_shm.h"
 #include "util/log.h"
 
 /* The model's grid ends here; the last winner extends to infinity. */
@@ -451,12 +453,18 @@ void tune_table_print(FILE *out, const tune_table_t *table)
             "reduce %.3g GB/s, chunk %zu bytes\n", table->nranks, m->alpha * 1e6,
             m->beta > 0.0 ? 1e-9 / m->beta : INFINITY,
             m->gamma > 0.0 ? 1e-9 / m->gamma : INFINITY, m->chunk_bytes);
-    if (m->node_local)
+    if (m->node_local) {
         fprintf(out, "# every rank on one node: shared-memory candidates (steps %.1f us, copies "
-                "%.3g GB/s, single copy %s, slot %zu bytes)\n", m->shm_alpha * 1e6,
-                m->shm_beta > 0.0 ? 1e-9 / m->shm_beta : INFINITY,
-                m->node_cma ? "available" : "not available", m->shm_slot);
-    else
+                "%.3g GB/s, reduce %.3g GB/s, single copy %s at %.3g GB/s, slot %zu bytes)\n",
+                m->shm_alpha * 1e6, m->shm_beta > 0.0 ? 1e-9 / m->shm_beta : INFINITY,
+                m->shm_gamma > 0.0 ? 1e-9 / m->shm_gamma : INFINITY,
+                m->node_cma ? "available" : "not available",
+                m->cma_beta > 0.0 ? 1e-9 / m->cma_beta : INFINITY, m->shm_slot);
+        if (m->node_cores > 0 && table->nranks > m->node_cores)
+            fprintf(out, "# %d ranks on %d cores: steps %.0f us, every rank's work %.3gx "
+                    "(ranks share the cores)\n", table->nranks, m->node_cores,
+                    m->shm_alpha_oversub * 1e6, tune_shm_share(m, table->nranks));
+    } else
         fprintf(out, "# ranks on several nodes: network transport only\n");
     fprintf(out, "# %-13s %-20s %-13s %-6s %s\n", "collective", "bytes", "algorithm", "by",
             "model estimates at the range's start");
@@ -559,6 +567,15 @@ static chorus_status_t check_runnable(const tune_table_t *t)
     return CHORUS_OK;
 }
 
+int tune_usable_cores(void)
+{
+    cpu_set_t set;
+
+    if (sched_getaffinity(0, sizeof(set), &set) != 0 || CPU_COUNT(&set) < 1)
+        return 1;
+    return CPU_COUNT(&set);
+}
+
 chorus_status_t tune_table_create_node(const tune_config_t *config, int p, size_t chunk_bytes,
                                        const tune_node_t *node, tune_table_t **table_p)
 {
@@ -573,6 +590,7 @@ chorus_status_t tune_table_create_node(const tune_config_t *config, int p, size_
         model.node_local = 1;
         model.node_cma = node->cma;
         model.shm_slot = node->slot_bytes;
+        model.node_cores = node->cores;
     }
     status = tune_table_build(&model, p, &table);
     if (status != CHORUS_OK)

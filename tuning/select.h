@@ -86,7 +86,11 @@ chorus_status_t tune_table_create(const tune_config_t *config, int p, size_t chu
 typedef struct {
     int cma;                    /* single copy works between every pair of ranks */
     size_t slot_bytes;          /* staging round (CHORUS_SHM_SLOT_SIZE) */
+    int cores;                  /* cores the ranks run on (tune_usable_cores); 0: enough */
 } tune_node_t;
+
+/* The cores this process may run on (its affinity mask), at least 1. */
+int tune_usable_cores(void);
 
 /* tune_table_create for ranks on one node (node NULL: on several). */
 chorus_status_t tune_table_create_node(const tune_config_t *config, int p, size_t chunk_bytes,

@@ -223,8 +223,10 @@ static chorus_status_t comm_build_tune(chorus_comm_t comm)
 
     if (status != CHORUS_OK)
         return status;
-    if (comm->shm != NULL)
+    if (comm->shm != NULL) {
         node.cma = comm->shm_cma;
+        node.cores = comm->shm_cores;
+    }
     return tune_table_create_node(&tcfg, comm->size, comm->cfg.chunk_bytes,
                                   comm->shm != NULL ? &node : NULL, &comm->tune);
 }

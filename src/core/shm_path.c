@@ -10,6 +10,7 @@
 
 #include "core/comm.h"
 #include "core/stall.h"
+#include "tuning/select.h"
 #include "util/log.h"
 #include "util/time.h"
 
@@ -31,11 +32,19 @@ chorus_status_t chorus__shm_region_open(chorus_comm_t comm, shm_card_t *card)
     return status == CHORUS_ERR_INVALID_ARG ? status : CHORUS_OK;
 }
 
-/* Every rank agrees, over the network transport, whether every rank mapped every region. */
-static chorus_status_t shm_agree(chorus_comm_t comm, const int32_t mine[2], int32_t all[2])
+/* What every rank agrees on at creation: regions mapped, single copy, cores. */
+#define SHM_AGREE 3
+
+/*
+ * Every rank agrees, over the network transport, whether every rank mapped
+ * every region, whether single copy works, and on the fewest cores any rank
+ * may run on, so that all build the same selection table.
+ */
+static chorus_status_t shm_agree(chorus_comm_t comm, const int32_t mine[SHM_AGREE],
+                                 int32_t all[SHM_AGREE])
 {
     coll_args_t a = {
-        .coll = COLL_ALLREDUCE, .sendbuf = mine, .recvbuf = all, .count = 2,
+        .coll = COLL_ALLREDUCE, .sendbuf = mine, .recvbuf = all, .count = SHM_AGREE,
         .dtype = CHORUS_INT32, .op = CHORUS_MIN, .rank = comm->rank, .size = comm->size,
         .chunk_bytes = comm->cfg.chunk_bytes,
     };
@@ -58,7 +67,7 @@ static chorus_status_t shm_agree(chorus_comm_t comm, const int32_t mine[2], int3
 
 chorus_status_t chorus__shm_setup(chorus_comm_t comm)
 {
-    int32_t mine[2] = {0, 0}, all[2] = {0, 0};
+    int32_t mine[SHM_AGREE] = {0, 0, (int32_t)tune_usable_cores()}, all[SHM_AGREE] = {0, 0, 0};
     shm_node_t *node = NULL;
     chorus_status_t status;
     int cma = 0;
@@ -86,6 +95,7 @@ chorus_status_t chorus__shm_setup(chorus_comm_t comm)
     }
     shm_node_seal(node, all[1]);
     comm->shm_cma = all[1];
+    comm->shm_cores = all[2];
     comm->shm = node;
     chorus_debug("rank %d: node-local collectives through shared memory (%d ranks, slots of "
                  "%zu bytes, single copy %s)", comm->rank, comm->local_size,

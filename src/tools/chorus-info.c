@@ -69,6 +69,7 @@ static int print_tune(int ranks, int node_local)
     /* As a communicator whose ranks share this node sees it when single copy works. */
     node.cma = scfg.cma;
     node.slot_bytes = scfg.slot_bytes;
+    node.cores = tune_usable_cores();
     if (tune_table_create_node(&tcfg, ranks, core.chunk_bytes,
                                node_local && scfg.enabled ? &node : NULL, &table) != CHORUS_OK)
         return 1;
