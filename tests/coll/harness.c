@@ -2,7 +2,11 @@
 #include "harness.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,19 +25,115 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-int harness_free_port(void)
+/* A free TCP port on the IPv4 address ip (bound then released), or -1. */
+static int free_port_on(const char *ip)
 {
     struct sockaddr_in sa = {.sin_family = AF_INET};
     socklen_t len = sizeof(sa);
     int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
 
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+    if (fd >= 0 && inet_pton(AF_INET, ip, &sa.sin_addr) == 1 &&
+        bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
         getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
         port = ntohs(sa.sin_port);
     if (fd >= 0)
         close(fd);
     return port;
+}
+
+int harness_free_port(void)
+{
+    return free_port_on("127.0.0.1");
+}
+
+/*
+ * Opt-in emulated nodes: CHORUS_TEST_NETNS lists network namespaces (names
+ * under /var/run/netns, or absolute paths), as tests/netns/testbed.sh
+ * --harness creates them. Rank r of n runs in namespace r * m / n of the m
+ * listed, so consecutive ranks share a node, and listens on that
+ * namespace's address; rank 0's address is the rendezvous.
+ */
+static int netns_enter(const char *list, int index)
+{
+    char path[256];
+    const char *p = list;
+    size_t len;
+    int fd, rc;
+
+    for (int i = 0; i < index && p != NULL; i++)
+        p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL;
+    if (p == NULL)
+        return -1;
+    len = strcspn(p, ",");
+    snprintf(path, sizeof(path), "%s%.*s", *p == '/' ? "" : "/var/run/netns/", (int)len, p);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    rc = fd >= 0 ? setns(fd, CLONE_NEWNET) : -1;
+    if (rc != 0)
+        fprintf(stderr, "harness: cannot enter network namespace %s: %m\n", path);
+    if (fd >= 0)
+        close(fd);
+    return rc;
+}
+
+static int netns_count(const char *list)
+{
+    int m = 1;
+
+    for (const char *p = list; *p != '\0'; p++)
+        m += *p == ',';
+    return m;
+}
+
+/* The first IPv4 address of an interface that is up and not loopback. */
+static int netns_local_ipv4(char *buf, size_t len)
+{
+    struct ifaddrs *ifs, *i;
+    int rc = -1;
+
+    if (getifaddrs(&ifs) != 0)
+        return -1;
+    for (i = ifs; i != NULL && rc != 0; i = i->ifa_next) {
+        if (i->ifa_addr == NULL || i->ifa_addr->sa_family != AF_INET ||
+            (i->ifa_flags & IFF_LOOPBACK) || !(i->ifa_flags & IFF_UP))
+            continue;
+        if (inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, buf,
+                      (socklen_t)len) != NULL)
+            rc = 0;
+    }
+    freeifaddrs(ifs);
+    if (rc != 0)
+        fprintf(stderr, "harness: no IPv4 address in this network namespace\n");
+    return rc;
+}
+
+/* The rendezvous in the first namespace; this thread returns to its own. */
+static int netns_rendezvous(const char *list, char *addr, size_t len)
+{
+    char ip[INET_ADDRSTRLEN];
+    int self = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC), port = -1;
+
+    if (self < 0)
+        return -1;
+    if (netns_enter(list, 0) == 0 && netns_local_ipv4(ip, sizeof(ip)) == 0)
+        port = free_port_on(ip);
+    if (setns(self, CLONE_NEWNET) != 0)
+        port = -1;
+    close(self);
+    if (port < 0)
+        return -1;
+    snprintf(addr, len, "%s:%d", ip, port);
+    return 0;
+}
+
+/* In a forked rank: move to its node and listen there. */
+static int netns_join(const char *list, int rank, int nranks)
+{
+    char ip[INET_ADDRSTRLEN];
+
+    if (netns_enter(list, rank * netns_count(list) / nranks) != 0 ||
+        netns_local_ipv4(ip, sizeof(ip)) != 0)
+        return -1;
+    return setenv("CHORUS_IFADDR", ip, 1);
 }
 
 static void make_secret(char *buf, size_t len)
@@ -73,18 +173,28 @@ int harness_run(const harness_opts_t *opts, harness_rank_fn fn, void *arg, int *
     pid_t pids[HARNESS_MAX_RANKS];
     double start = now_s(), ended[HARNESS_MAX_RANKS];
     char addr[64], secret[33];
+    const char *netns = getenv("CHORUS_TEST_NETNS");
     int n = opts->nranks, left, failed = 0, killed = 0;
 
     if (n < 1 || n > HARNESS_MAX_RANKS)
         return -1;
-    snprintf(addr, sizeof(addr), "127.0.0.1:%d", harness_free_port());
+    if (netns != NULL && *netns != '\0') {
+        if (netns_rendezvous(netns, addr, sizeof(addr)) != 0)
+            return -1;
+    } else {
+        netns = NULL;
+        snprintf(addr, sizeof(addr), "127.0.0.1:%d", harness_free_port());
+    }
     make_secret(secret, sizeof(secret));
     fflush(stdout);
     fflush(stderr);
     for (int r = 0; r < n; r++) {
         pids[r] = fork();
-        if (pids[r] == 0)
+        if (pids[r] == 0) {
+            if (netns != NULL && netns_join(netns, r, n) != 0)
+                _exit(102);
             _exit(run_rank(opts, r, addr, secret, fn, arg));
+        }
         status_out[r] = -1;
         ended[r] = -1;
     }

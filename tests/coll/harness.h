@@ -34,6 +34,13 @@ typedef struct {
  * 128+signal when killed, or -1 when it had to be killed at the deadline.
  * elapsed_out[r] (may be NULL) receives how long rank r ran, in seconds.
  * Returns 0 when every rank that was not deliberately killed exited 0.
+ *
+ * When CHORUS_TEST_NETNS lists network namespaces ("a,b,c", names under
+ * /var/run/netns as tests/netns/testbed.sh --harness creates them), rank r
+ * of N enters namespace r * m / N of the m listed before it creates its
+ * communicator and listens on that namespace's address, so the ranks run as
+ * m emulated nodes; the rendezvous is in the first namespace (-1 when it
+ * cannot be entered). Without the variable, every rank uses 127.0.0.1.
  */
 int harness_run(const harness_opts_t *opts, harness_rank_fn fn, void *arg, int *status_out,
                 double *elapsed_out);

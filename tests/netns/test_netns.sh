@@ -1,0 +1,200 @@
+#!/bin/bash
+# The multi-node test bed (testbed.sh) end to end: chorus-perf across 2, 3 and
+# 4 emulated nodes with even and uneven ranks per node (exact results, the
+# right count of ranks on rank 0's node), the collective test matrix through
+# the harness across 2 and 3 nodes, shaped links, a failing rank, the time
+# limit, SIGTERM, and --cleanup after SIGKILL; after every run, no namespace
+# of the test bed is left and the root namespace's links are as they were.
+# Skips (77) where network namespaces cannot be created (not root).
+#
+# usage: test_netns.sh   (run in the build's tests/ folder, or set CHORUS_PERF,
+#                         TEST_COLL and NETNS_PLACE to chorus-perf, coll/test_coll and
+#                         netns/netns_place; CHORUS_NETNS_LONG=1 adds
+#                         coll/million_elements across 3 nodes)
+set -u
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+TB="$HERE/testbed.sh"
+PERF=${CHORUS_PERF:-./perf/chorus-perf}
+TEST_COLL=${TEST_COLL:-./coll/test_coll}
+NETNS_PLACE=${NETNS_PLACE:-./netns/netns_place}
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "test_netns: network namespaces need root: skipped"
+    exit 77
+fi
+if [ ! -x "$PERF" ]; then
+    echo "test_netns: '$PERF' is not an executable chorus-perf" >&2
+    exit 2
+fi
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/chorus-netns-test.XXXXXX") || exit 2
+trap 'rm -rf "$TMP"' EXIT
+FAILED=0
+CHECKS=0
+check() {
+    desc=$1; shift
+    CHECKS=$((CHECKS + 1))
+    if ! "$@"; then FAILED=$((FAILED + 1)); echo "FAIL: $desc"; fi
+}
+
+# What a test bed may leave behind: its namespaces, and (if it ever touched the
+# root namespace, which it must not) links there.
+snapshot() {
+    { ip netns list | awk '{print $1}' | grep '^chorus-tb-' | sort
+      ip -o link | awk -F': ' '{print $2}' | sort; } > "$1"
+}
+# Leftovers of earlier killed runs would be counted by --cleanup below.
+"$TB" --cleanup > /dev/null 2>&1
+snapshot "$TMP/before"
+# No run of this test may leave anything: compared after every run.
+clean() {
+    snapshot "$TMP/after"
+    check "nothing left after $1" cmp -s "$TMP/before" "$TMP/after"
+    cmp -s "$TMP/before" "$TMP/after" || diff "$TMP/before" "$TMP/after"
+}
+
+# Does this machine let us make namespaces at all?
+"$TB" --nodes 2 -- true > "$TMP/probe" 2>&1
+rc=$?
+if [ "$rc" -eq 77 ]; then
+    echo "test_netns: $(tail -n 1 "$TMP/probe")"
+    exit 77
+fi
+check "a trivial run exits 0 (got $rc)" [ "$rc" -eq 0 ]
+clean "a trivial run"
+
+# perf NODES RANKS COLLECTIVE EXPECTED_HEADER
+perf() {
+    "$TB" --nodes "$1" --ranks-per-node "$2" --timeout 120 --quiet -- \
+        "$PERF" "$3" -b 8 -e 1M -n 2 -w 1 -c 1 > "$TMP/out" 2> "$TMP/err"
+    local rc=$?
+    check "$1 nodes, ranks $2, $3 exits 0 (got $rc)" [ "$rc" -eq 0 ]
+    check "$1 nodes, ranks $2, $3: header '$4'" grep -q "^# chorus-perf: $3, $4\$" "$TMP/out"
+    check "$1 nodes, ranks $2, $3: no wrong element" \
+        grep -qx '# out-of-place/in-place wrong elements total: 0' "$TMP/out"
+    [ "$rc" -eq 0 ] || tail -n 20 "$TMP/err" "$TMP/out"
+    clean "$1 nodes, ranks $2, $3"
+}
+for c in allreduce allgather broadcast reduce_scatter; do
+    perf 2 2 "$c" "nranks 4 (2 on this node)"
+    perf 3 3,2,1 "$c" "nranks 6 (3 on this node)"
+done
+perf 3 1,3,2 allreduce "nranks 6 (1 on this node)"
+perf 4 2,1,1,2 allreduce "nranks 6 (2 on this node)"
+
+# shellcheck disable=SC2016 # expanded by each rank's shell
+# Without --quiet every rank's output comes back, prefixed with rank and node.
+"$TB" --nodes 3 --ranks-per-node 2,1,1 -- sh -c 'echo "$CHORUS_RANK/$CHORUS_SIZE $CHORUS_IFADDR"' \
+    > "$TMP/out" 2>&1
+printf '%s\n' "[rank 0 node 0] 0/4 10.99.0.1" "[rank 1 node 0] 1/4 10.99.0.1" \
+    "[rank 2 node 1] 2/4 10.99.0.2" "[rank 3 node 2] 3/4 10.99.0.3" > "$TMP/expect"
+check "every rank's variables, prefixed" diff "$TMP/expect" <(grep '^\[rank' "$TMP/out")
+clean "printing variables"
+
+# Shaped links: tbf at the rate on the node side of each link, and a run completes.
+"$TB" --nodes 2 --rate 200mbit -- tc qdisc show dev eth0 > "$TMP/out" 2>&1
+check "tbf at 200Mbit on both nodes' eth0" \
+    [ "$(grep -c 'qdisc tbf .* rate 200Mbit' "$TMP/out")" -eq 2 ]
+"$TB" --nodes 2 --ranks-per-node 2 --rate 200mbit --timeout 120 --quiet -- \
+    "$PERF" allreduce -b 8 -e 4M -n 2 -w 1 > "$TMP/out" 2>&1
+rc=$?
+check "allreduce over 200mbit links exits 0 (got $rc)" [ "$rc" -eq 0 ]
+check "200mbit: no wrong element" \
+    grep -qx '# out-of-place/in-place wrong elements total: 0' "$TMP/out"
+clean "a shaped run"
+
+# The harness's placement: rank r of N in namespace r * m / N, one node per namespace.
+for run in 2:3 3:7 4:5; do
+    nodes=${run%%:*} n=${run#*:}
+    "$TB" --nodes "$nodes" --timeout 120 --harness -- "$NETNS_PLACE" "$n" > "$TMP/out" 2>&1
+    rc=$?
+    check "harness placement of $n ranks on $nodes nodes exits 0 (got $rc)" [ "$rc" -eq 0 ]
+    check "harness placement of $n ranks on $nodes nodes: reported" \
+        grep -qx "netns_place: $n ranks on $nodes namespaces as expected" "$TMP/out"
+    [ "$rc" -eq 0 ] || tail -n 20 "$TMP/out"
+    clean "the placement of $n ranks on $nodes nodes"
+done
+
+# The collective test matrix with its ranks spread over the nodes.
+if [ -x "$TEST_COLL" ]; then
+    # million_elements adds about two minutes a run: only with CHORUS_NETNS_LONG=1.
+    long=${CHORUS_NETNS_LONG:+|million_elements}
+    for run in "2:coll/@(tcp|small_counts_all_ranks)" \
+               "3:coll/@(tcp|small_counts_all_ranks$long)"; do
+        nodes=${run%%:*} filter=${run#*:}
+        timeout -k 10 400 "$TB" --nodes "$nodes" --timeout 360 --harness -- "$TEST_COLL" \
+            --filter="$filter" > "$TMP/out" 2>&1
+        rc=$?
+        check "test_coll --filter='$filter' across $nodes nodes exits 0 (got $rc)" [ "$rc" -eq 0 ]
+        check "test_coll across $nodes nodes: every test passed" \
+            grep -qE 'Synthesis: Tested: [1-9][0-9]* \| Passing: [1-9][0-9]* \| Failing: 0 \| Crashing: 0' \
+            "$TMP/out"
+        [ "$rc" -eq 0 ] || tail -n 30 "$TMP/out"
+        clean "the matrix across $nodes nodes"
+    done
+else
+    echo "test_netns: no $TEST_COLL (built with Criterion): the matrix is not run"
+fi
+
+# A failing rank fails the run, named with its node.
+# shellcheck disable=SC2016
+"$TB" --nodes 2 --ranks-per-node 2 -- sh -c '[ "$CHORUS_RANK" != 1 ] || exit 3' \
+    > "$TMP/out" 2>&1
+rc=$?
+check "a failing rank gives 1 (got $rc)" [ "$rc" -eq 1 ]
+check "the failing rank is named" grep -qx 'testbed: rank 1 (node 0) exited with 3' "$TMP/out"
+clean "a failing rank"
+
+# The time limit kills the ranks and still removes everything.
+start=$SECONDS
+"$TB" --nodes 2 --timeout 2 -- sleep 60.5 > "$TMP/out" 2>&1
+rc=$?
+check "the time limit gives 124 (got $rc)" [ "$rc" -eq 124 ]
+check "the time limit is kept ($((SECONDS - start)) s)" [ $((SECONDS - start)) -lt 15 ]
+check "no rank outlives the time limit" [ -z "$(pgrep -xf 'sleep 60.5')" ]
+clean "the time limit"
+
+# wait_ns PID: until the test bed of PID has made its nodes (at most 10 s).
+wait_ns() {
+    for _ in $(seq 100); do
+        ip netns list | grep -q "^chorus-tb-$1-n1" && return 0
+        sleep 0.1
+    done
+    return 1
+}
+"$TB" --nodes 2 -- sleep 61 > /dev/null 2>&1 &
+pid=$!
+check "namespaces appear" wait_ns "$pid"
+kill -TERM "$pid"
+wait "$pid"
+rc=$?
+check "SIGTERM gives 143 (got $rc)" [ "$rc" -eq 143 ]
+clean "SIGTERM"
+
+# SIGKILL leaves the namespaces (and the ranks in them); --cleanup removes both.
+"$TB" --nodes 3 -- sleep 62.5 > /dev/null 2>&1 &
+pid=$!
+check "namespaces appear" wait_ns "$pid"
+{ kill -KILL "$pid"; wait "$pid"; } 2> /dev/null
+check "SIGKILL leaves the nodes" ip netns pids "chorus-tb-$pid-n0" > /dev/null
+"$TB" --cleanup > "$TMP/out" 2>&1
+check "--cleanup exits 0" [ $? -eq 0 ]
+check "--cleanup removed the 4 namespaces" grep -qx 'testbed: removed 4 namespace(s)' "$TMP/out"
+check "--cleanup killed the ranks left in them" [ -z "$(pgrep -xf 'sleep 62.5')" ]
+check "--cleanup removed the temporary folder" \
+    [ -z "$(find "${TMPDIR:-/tmp}" -maxdepth 1 -name "chorus-tb-$pid.*")" ]
+clean "--cleanup"
+
+# Usage errors are refused before anything is created.
+for bad in "--nodes 5" "--nodes 1" "--rate fast" "--ranks-per-node 2,2,2" "--timeout 0"; do
+    # shellcheck disable=SC2086
+    "$TB" $bad -- true > /dev/null 2>&1
+    rc=$?
+    check "'testbed.sh $bad' gives 2 (got $rc)" [ "$rc" -eq 2 ]
+done
+"$TB" --nodes 2 -- > /dev/null 2>&1
+check "no command gives 2" [ $? -eq 2 ]
+clean "usage errors"
+
+echo "test_netns: $((CHECKS - FAILED)) of $CHECKS checks passed"
+[ "$FAILED" -eq 0 ]

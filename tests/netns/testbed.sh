@@ -1,0 +1,329 @@
+#!/bin/bash
+# testbed.sh: a multi-node chorus test bed on one machine, made of network
+# namespaces.
+#
+# usage (as root):
+#   testbed.sh [--nodes N] [--ranks-per-node K|K0,K1,..] [--rate RATE]
+#              [--build DIR] [--timeout S] [--quiet] -- COMMAND ARGS...
+#   testbed.sh [--nodes N] [--rate RATE] [--timeout S] --harness -- COMMAND ARGS...
+#   testbed.sh --cleanup
+#
+# Each node is a network namespace with one interface, eth0, at 10.99.0.<i+1>;
+# every eth0 is one end of a veth pair whose other end is a port of a bridge in
+# a further "switch" namespace. All of it is created inside namespaces, so
+# the root namespace's interfaces, addresses and routes are never touched.
+#
+#   --nodes N           emulated nodes, 2 to 4 (default 2)
+#   --ranks-per-node K  ranks on every node (default 1), or one count per node
+#                       (3,2,1: three ranks on the first node, ...); ranks are
+#                       numbered node by node, so rank 0 is on the first node
+#   --rate RATE         shape both directions of every node's link with tbf,
+#                       e.g. 1gbit, 200mbit, 500kbit (default: unshaped)
+#   --build DIR         a chorus build directory: COMMAND is looked up in
+#                       DIR/perf and DIR/src/tools before PATH
+#   --timeout S         kill everything after S seconds (default 300)
+#   --quiet             print only rank 0's output (and that of failed ranks)
+#   --harness           run COMMAND once, in the root namespace, with
+#                       CHORUS_TEST_NETNS set to the node namespaces: the test
+#                       harness (tests/coll/harness.c) then places its ranks
+#                       on the nodes, e.g.
+#                         testbed.sh --nodes 3 --harness -- tests/coll/test_coll
+#   --cleanup           remove the namespaces left by test beds that were killed
+#                       (SIGKILL leaves no chance to clean up)
+#
+# Without --harness, every rank runs as
+#   ip netns exec NODE env CHORUS_RANK=r CHORUS_SIZE=n CHORUS_ADDR=10.99.0.1:29500
+#       CHORUS_IFADDR=<its node's address> COMMAND ARGS...
+# with CHORUS_SECRET, a fresh secret, in its environment. For example
+#   testbed.sh --nodes 2 --ranks-per-node 2 --build build -- chorus-perf allreduce -b 8 -e 4M
+#
+# Output: each rank's, prefixed "[rank R node I] ", once all have ended.
+# Exit status: 0 when every rank exited 0; 1 when one did not; 124 after the
+# timeout; 2 for a usage error; 77 when not root or no namespace can be made.
+# Everything created is removed on exit, on error, on SIGINT and on SIGTERM.
+set -u
+
+PREFIX=chorus-tb
+NET=10.99.0
+PORT=29500
+ID="$PREFIX-$$"
+SWITCH="$ID-sw"
+
+NODES=2
+PER_NODE=1
+RATE=
+BUILD=
+TIMEOUT=300
+QUIET=0
+HARNESS=0
+NS_MADE=()
+PIDS=()
+TMP=
+
+die() { echo "testbed: $*" >&2; exit 1; }
+usage() { echo "testbed: $*" >&2; echo "usage: testbed.sh [--nodes N] [--ranks-per-node K]" \
+    "[--rate RATE] [--build DIR] [--timeout S] [--quiet] [--harness] -- COMMAND ARGS..." \
+    "| --cleanup" >&2; exit 2; }
+
+# Kill every process still in namespace $1, then remove it (its veth ends and
+# bridge go with it). The kill is what lets a namespace really disappear.
+ns_remove() {
+    local pids
+    pids=$(ip netns pids "$1" 2>/dev/null)
+    # shellcheck disable=SC2086 # one argument per pid
+    [ -n "$pids" ] && kill -KILL $pids 2>/dev/null
+    ip netns del "$1" 2>/dev/null
+}
+
+# Stop the process groups of the ranks (or of the harness command) still running.
+stop_ranks() {
+    local p alive=0
+    for p in "${PIDS[@]}"; do
+        kill -0 "$p" 2>/dev/null || continue
+        kill -TERM -- "-$p" 2>/dev/null
+        alive=1
+    done
+    [ "$alive" -eq 1 ] || return 0
+    for _ in 1 2 3 4 5 6 7 8 9 10; do
+        alive=0
+        for p in "${PIDS[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+        [ "$alive" -eq 0 ] && return 0
+        sleep 0.2
+    done
+    for p in "${PIDS[@]}"; do kill -KILL -- "-$p" 2>/dev/null; done
+}
+
+# shellcheck disable=SC2317 # run by the EXIT trap
+cleanup() {
+    local ns
+    trap - EXIT INT TERM
+    stop_ranks
+    for ns in "${NS_MADE[@]}"; do ns_remove "$ns"; done
+    [ -n "$TMP" ] && rm -rf "$TMP"
+}
+
+# Is the test bed that named something $PREFIX-<pid>... still running?
+owner_runs() {
+    local pid=${1#"$PREFIX-"}
+    pid=${pid%%[.-]*}
+    [ "$pid" != "$$" ] && grep -qs testbed "/proc/$pid/cmdline"
+}
+
+# Remove what killed test beds left behind: namespaces named $PREFIX-<pid>-*
+# (with the ranks still in them) and temporary folders $PREFIX-<pid>.*.
+cleanup_stale() {
+    local ns d n=0
+    for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$PREFIX-[0-9]*-"); do
+        if owner_runs "$ns"; then
+            echo "testbed: $ns belongs to a running test bed: kept" >&2
+            continue
+        fi
+        ns_remove "$ns" && n=$((n + 1))
+    done
+    echo "testbed: removed $n namespace(s)"
+    for d in "${TMPDIR:-/tmp}/$PREFIX-"[0-9]*.*; do
+        [ -d "$d" ] && ! owner_runs "${d##*/}" && rm -rf "$d"
+    done
+}
+
+# Bytes per second of a tc rate such as 200mbit, 1gbit, 10mbps or 500000.
+rate_bytes() {
+    local num unit
+    num=$(printf '%s' "$1" | sed -n 's/^\([0-9][0-9]*\)[a-zA-Z]*$/\1/p')
+    unit=$(printf '%s' "$1" | sed -n 's/^[0-9][0-9]*\([a-zA-Z]*\)$/\1/p' | tr '[:upper:]' '[:lower:]')
+    [ -n "$num" ] || return 1
+    case "$unit" in
+        ""|bit) echo $((num / 8)) ;;
+        kbit) echo $((num * 125)) ;;
+        mbit) echo $((num * 125000)) ;;
+        gbit) echo $((num * 125000000)) ;;
+        bps) echo "$num" ;;
+        kbps) echo $((num * 1000)) ;;
+        mbps) echo $((num * 1000000)) ;;
+        gbps) echo $((num * 1000000000)) ;;
+        *) return 1 ;;
+    esac
+}
+
+# tbf on the egress of $2 in namespace $1. The bucket holds 10 ms at the rate,
+# and at least 128 KiB so that one segmentation-offload packet always fits.
+shape() {
+    local bps burst
+    bps=$(rate_bytes "$RATE")
+    burst=$((bps / 100))
+    [ "$burst" -ge 131072 ] || burst=131072
+    ip netns exec "$1" tc qdisc add dev "$2" root tbf rate "$RATE" burst "$burst" \
+        latency 100ms || die "cannot add tbf rate $RATE on $2 in $1"
+}
+
+setup_switch() {
+    ip netns add "$SWITCH" 2>/dev/null || { echo "testbed: cannot create a network" \
+        "namespace (ip netns add $SWITCH failed): skipped" >&2; exit 77; }
+    NS_MADE+=("$SWITCH")
+    ip -n "$SWITCH" link add br0 type bridge || die "cannot create the bridge in $SWITCH"
+    ip -n "$SWITCH" link set br0 up || die "cannot bring br0 up in $SWITCH"
+}
+
+# Node $1: namespace, veth pair created inside the switch namespace with one
+# end moved straight into the node, address, loopback, optional shaping.
+setup_node() {
+    local ns="$ID-n$1"
+    ip netns add "$ns" || die "cannot create namespace $ns"
+    NS_MADE+=("$ns")
+    ip -n "$SWITCH" link add "p$1" type veth peer name eth0 netns "$ns" ||
+        die "cannot create the link of node $1"
+    ip -n "$SWITCH" link set "p$1" master br0 up || die "cannot attach node $1 to br0"
+    ip -n "$ns" link set lo up || die "cannot bring lo up in $ns"
+    ip -n "$ns" addr add "$NET.$(($1 + 1))/24" dev eth0 || die "cannot address node $1"
+    ip -n "$ns" link set eth0 up || die "cannot bring eth0 up in $ns"
+    if [ -n "$RATE" ]; then
+        shape "$SWITCH" "p$1"
+        shape "$ns" eth0
+    fi
+}
+
+# COMMAND as a path: BUILD/perf and BUILD/src/tools first, then PATH.
+resolve() {
+    local d
+    case "$1" in */*) echo "$1"; return 0 ;; esac
+    if [ -n "$BUILD" ]; then
+        for d in "$BUILD/perf" "$BUILD/src/tools"; do
+            [ -x "$d/$1" ] && { echo "$d/$1"; return 0; }
+        done
+    fi
+    command -v "$1" || { echo "testbed: command '$1' not found (--build DIR?)" >&2; return 1; }
+}
+
+# Wait for PIDS until all ended or the deadline; set RCS. After the first
+# failure the others get 30 s more to report it (chorus fails them at once).
+wait_all() {
+    local deadline=$((SECONDS + TIMEOUT)) left=${#PIDS[@]} i
+    RCS=()
+    while [ "$left" -gt 0 ]; do
+        for i in "${!PIDS[@]}"; do
+            [ -z "${RCS[$i]:-}" ] || continue
+            kill -0 "${PIDS[$i]}" 2>/dev/null && continue
+            wait "${PIDS[$i]}"
+            RCS[i]=$?
+            left=$((left - 1))
+            [ "${RCS[$i]}" -eq 0 ] || [ "$deadline" -le $((SECONDS + 30)) ] ||
+                deadline=$((SECONDS + 30))
+        done
+        [ "$left" -gt 0 ] || break
+        if [ "$SECONDS" -ge "$deadline" ]; then
+            echo "testbed: still running after the time limit: killed" >&2
+            stop_ranks
+            for i in "${!PIDS[@]}"; do [ -n "${RCS[$i]:-}" ] || RCS[i]=124; done
+            return 124
+        fi
+        sleep 0.1
+    done
+    return 0
+}
+
+run_harness() {
+    local list="" i
+    for ((i = 0; i < NODES; i++)); do list="$list${list:+,}$ID-n$i"; done
+    echo "testbed: $NODES nodes ${RATE:+(links at $RATE) }CHORUS_TEST_NETNS=$list" >&2
+    CHORUS_TEST_NETNS=$list setsid "$@" &
+    PIDS=($!)
+    wait_all
+    local rc=$?
+    [ "$rc" -eq 124 ] && return 124
+    return "${RCS[0]}"
+}
+
+run_ranks() {
+    local size=0 r=0 i j addr="$NET.1:$PORT"
+    for i in "${COUNTS[@]}"; do size=$((size + i)); done
+    CHORUS_SECRET=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+    export CHORUS_SECRET
+    echo "testbed: $NODES nodes, ranks ${COUNTS[*]}, ${RATE:+links at $RATE, }$*" >&2
+    for ((i = 0; i < NODES; i++)); do
+        for ((j = 0; j < COUNTS[i]; j++)); do
+            setsid ip netns exec "$ID-n$i" env CHORUS_RANK=$r CHORUS_SIZE=$size \
+                CHORUS_ADDR="$addr" CHORUS_IFADDR="$NET.$((i + 1))" "$@" \
+                > "$TMP/rank$r" 2>&1 < /dev/null &
+            PIDS+=($!)
+            NODE_OF+=("$i")
+            r=$((r + 1))
+        done
+    done
+    wait_all
+    local rc=$?
+    for ((r = 0; r < size; r++)); do
+        if [ "$QUIET" -eq 1 ] && [ "$r" -eq 0 ]; then
+            cat "$TMP/rank0"
+        elif [ "$QUIET" -eq 0 ] || [ "${RCS[$r]}" -ne 0 ]; then
+            sed "s/^/[rank $r node ${NODE_OF[$r]}] /" "$TMP/rank$r"
+        fi
+        [ "${RCS[$r]}" -eq 0 ] || { echo "testbed: rank $r (node ${NODE_OF[$r]})" \
+            "exited with ${RCS[$r]}" >&2; [ "$rc" -ne 0 ] || rc=1; }
+    done
+    return "$rc"
+}
+
+parse_args() {
+    while [ $# -gt 0 ]; do
+        case "$1" in
+            --nodes) NODES=${2:-}; shift ;;
+            --ranks-per-node) PER_NODE=${2:-}; shift ;;
+            --rate) RATE=${2:-}; shift ;;
+            --build) BUILD=${2:-}; shift ;;
+            --timeout) TIMEOUT=${2:-}; shift ;;
+            --quiet) QUIET=1 ;;
+            --harness) HARNESS=1 ;;
+            --cleanup) CLEANUP=1 ;;
+            -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d'; exit 0 ;;
+            --) shift; break ;;
+            *) usage "unknown argument '$1'" ;;
+        esac
+        [ $# -gt 0 ] && shift
+    done
+    CMD=("$@")
+    [[ "$NODES" =~ ^[2-4]$ ]] || usage "--nodes must be 2, 3 or 4 (got '$NODES')"
+    [[ "$TIMEOUT" =~ ^[1-9][0-9]*$ ]] || usage "invalid --timeout '$TIMEOUT'"
+    [ -z "$RATE" ] || rate_bytes "$RATE" > /dev/null || usage "invalid --rate '$RATE'"
+    parse_counts
+}
+
+# --ranks-per-node as one count per node in COUNTS.
+parse_counts() {
+    local i
+    IFS=, read -r -a COUNTS <<< "$PER_NODE"
+    [ "${#COUNTS[@]}" -eq 1 ] && for ((i = 1; i < NODES; i++)); do COUNTS+=("$PER_NODE"); done
+    [ "${#COUNTS[@]}" -eq "$NODES" ] || usage "--ranks-per-node '$PER_NODE' does not give" \
+        "one count for each of $NODES nodes"
+    for i in "${COUNTS[@]}"; do
+        if ! [[ "$i" =~ ^[1-9][0-9]*$ ]] || [ "$i" -gt 64 ]; then
+            usage "invalid count of ranks per node '$i' (1 to 64)"
+        fi
+    done
+}
+
+CLEANUP=0
+NODE_OF=()
+COUNTS=()
+parse_args "$@"
+if [ "$(id -u)" -ne 0 ]; then
+    echo "testbed: network namespaces need root: skipped" >&2
+    exit 77
+fi
+if [ "$CLEANUP" -eq 1 ]; then
+    cleanup_stale
+    exit 0
+fi
+[ "${#CMD[@]}" -gt 0 ] || usage "no COMMAND after --"
+CMD[0]=$(resolve "${CMD[0]}") || exit 2
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/$ID.XXXXXX") || die "cannot create a temporary directory"
+setup_switch
+for ((n = 0; n < NODES; n++)); do setup_node "$n"; done
+if [ "$HARNESS" -eq 1 ]; then
+    run_harness "${CMD[@]}"
+else
+    run_ranks "${CMD[@]}"
+fi
+exit $?
