@@ -93,7 +93,7 @@ chorus_status_t chorus__shm_setup(chorus_comm_t comm)
         shm_node_destroy(node);
         return status;
     }
-    shm_node_seal(node, all[1]);
+    shm_node_seal(node, all[1], all[2]);
     comm->shm_cma = all[1];
     comm->shm_cores = all[2];
     comm->shm = node;

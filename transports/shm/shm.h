@@ -59,8 +59,11 @@ void shm_region_destroy(shm_region_t *region);
 chorus_status_t shm_node_create(shm_region_t *own, const shm_card_t *cards, int local_rank,
                                 int local_size, const shm_config_t *cfg, shm_node_t **node_p,
                                 int *cma_ok_p);
-/* After every local rank has mapped every region: the memfd is no longer needed. */
-void shm_node_seal(shm_node_t *node, int use_cma);
+/*
+ * After every local rank has mapped every region: the memfd is no longer
+ * needed. cores: the fewest cores any local rank may run on (0: unknown).
+ */
+void shm_node_seal(shm_node_t *node, int use_cma, int cores);
 void shm_node_destroy(shm_node_t *node);
 /* Tell the local peers that this rank gave up (their waits end with PEER_FAILED). */
 void shm_node_fail(shm_node_t *node, chorus_status_t status);

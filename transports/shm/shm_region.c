@@ -178,9 +178,13 @@ chorus_status_t shm_node_create(shm_region_t *own, const shm_card_t *cards, int 
     return CHORUS_OK;
 }
 
-void shm_node_seal(shm_node_t *node, int use_cma)
+void shm_node_seal(shm_node_t *node, int use_cma, int cores)
 {
     node->use_cma = use_cma;
+    /* With more ranks than cores, the peer a waiter polls for may need the waiter's core:
+     * yield at once instead of spinning. */
+    if (cores > 0 && node->n > cores)
+        node->spin = 0;
     if (node->own.fd >= 0)
         close(node->own.fd);
     node->own.fd = -1;
