@@ -41,7 +41,7 @@ typedef enum {
  * each algorithm forced on a 2-core machine at 2 and 4 ranks (docs/PERFORMANCE.md).
  */
 #define TUNE_DEFAULT_SHM_ALPHA   1.5e-6           /* one step of every rank seen by all */
-#define TUNE_DEFAULT_SHM_ALPHA_OVERSUB 60e-6      /* the same with more ranks than cores */
+#define TUNE_DEFAULT_SHM_ALPHA_OVERSUB 5e-6       /* the same with more ranks than cores */
 #define TUNE_DEFAULT_SHM_BETA    (1.0 / 25e9)     /* copies through cache-sized slots */
 #define TUNE_DEFAULT_SHM_GAMMA   (1.0 / 10e9)     /* reduced by one core */
 #define TUNE_DEFAULT_CMA_ALPHA   4e-6             /* one process_vm_readv/writev call */

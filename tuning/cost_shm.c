@@ -4,8 +4,9 @@
  * wait once a round: the wait for a slot to be free overlaps the next
  * round), plus the copies and reductions of one core. A single-copy call
  * waits twice and moves each byte once, through the kernel, which pins the
- * pages it copies. With more ranks than cores, every wait costs a trip
- * through the scheduler and the ranks share the cores' time.
+ * pages it copies: dearer per byte than copies through cache-sized slots.
+ * With more ranks than cores, every wait costs a trip through the
+ * scheduler and the ranks share the cores' time.
  */
 #include "tuning/cost_shm.h"
 
@@ -53,8 +54,8 @@ double tune_shm_allreduce_flat(const tune_model_t *m, double n, int p)
 
 /*
  * Copy in, reduce one slice of every slot, copy every slice out: two waits a
- * round, and each slice waits for every rank's turn on the cores when ranks
- * outnumber them (measured: never the fastest then).
+ * round, and each waits for every rank's turn on the cores when ranks
+ * outnumber them.
  */
 double tune_shm_allreduce_slice(const tune_model_t *m, double n, int p)
 {
