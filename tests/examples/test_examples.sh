@@ -6,15 +6,8 @@
 # Environment: HELLO (the example binary), CHORUS_RUN, and optionally
 # MPI_EXAMPLE and MPIRUN.
 set -u
-FAILED=0
-CHECKS=0
-check() {
-    desc=$1; shift
-    CHECKS=$((CHECKS + 1))
-    if ! "$@"; then FAILED=$((FAILED + 1)); echo "FAIL: $desc"; fi
-}
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/chorus-examples.XXXXXX") || exit 2
-trap 'rm -rf "$TMP"' EXIT
+. "$(dirname "$0")/../lib/checks.sh"
+checks_begin test_examples
 
 timeout -k 5 60 "$CHORUS_RUN" -n 5 "$HELLO" > "$TMP/run" 2>&1
 check "hello under chorus-run -n 5 exits 0 (got $?)" [ $? -eq 0 ]
@@ -47,5 +40,4 @@ if [ -n "${MPI_EXAMPLE:-}" ]; then
     [ "$rc" -eq 0 ] || tail -n 20 "$TMP/mpi"
 fi
 [ "$FAILED" -eq 0 ] || cat "$TMP/run"
-echo "test_examples: $((CHECKS - FAILED))/$CHECKS checks passed"
-[ "$FAILED" -eq 0 ]
+checks_end

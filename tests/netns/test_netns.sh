@@ -27,15 +27,8 @@ if [ ! -x "$PERF" ]; then
     echo "test_netns: '$PERF' is not an executable chorus-perf" >&2
     exit 2
 fi
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/chorus-netns-test.XXXXXX") || exit 2
-trap 'rm -rf "$TMP"' EXIT
-FAILED=0
-CHECKS=0
-check() {
-    desc=$1; shift
-    CHECKS=$((CHECKS + 1))
-    if ! "$@"; then FAILED=$((FAILED + 1)); echo "FAIL: $desc"; fi
-}
+. "$(dirname "$0")/../lib/checks.sh"
+checks_begin test_netns
 
 # What a test bed may leave behind: its namespaces, and (if it ever touched the
 # root namespace, which it must not) links there.
@@ -196,5 +189,4 @@ done
 check "no command gives 2" [ $? -eq 2 ]
 clean "usage errors"
 
-echo "test_netns: $((CHECKS - FAILED)) of $CHECKS checks passed"
-[ "$FAILED" -eq 0 ]
+checks_end

@@ -10,15 +10,8 @@ if [ ! -x "$PERF" ]; then
     echo "test_chorus_perf: '$PERF' is not an executable chorus-perf" >&2
     exit 2
 fi
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/chorus-perf-test.XXXXXX") || exit 2
-trap 'rm -rf "$TMP"' EXIT
-FAILED=0
-CHECKS=0
-check() {
-    desc=$1; shift
-    CHECKS=$((CHECKS + 1))
-    if ! "$@"; then FAILED=$((FAILED + 1)); echo "FAIL: $desc"; fi
-}
+. "$(dirname "$0")/../lib/checks.sh"
+checks_begin test_chorus_perf
 perf() { timeout -k 5 60 "$PERF" "$@"; }
 rows() { grep -v '^#' "$1" | grep -c .; }
 
@@ -84,5 +77,4 @@ for bad in "allreduce -b 1Q" "gather" "allreduce -np 0" "allreduce -d quad" "" ;
 done
 check "--help" sh -c '"$0" --help | grep -q "usage: chorus-perf"' "$PERF"
 
-echo "test_chorus_perf: $((CHECKS - FAILED))/$CHECKS checks passed"
-[ "$FAILED" -eq 0 ]
+checks_end

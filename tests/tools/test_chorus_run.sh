@@ -10,17 +10,8 @@ if [ ! -x "$RUN" ]; then
     echo "test_chorus_run: '$RUN' is not an executable chorus-run" >&2
     exit 2
 fi
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/chorus-run-test.XXXXXX") || exit 2
-trap 'rm -rf "$TMP"' EXIT
-FAILED=0
-CHECKS=0
-
-ok()   { CHECKS=$((CHECKS + 1)); }
-fail() { CHECKS=$((CHECKS + 1)); FAILED=$((FAILED + 1)); echo "FAIL: $*"; }
-check() { # check DESCRIPTION COMMAND...
-    desc=$1; shift
-    if "$@"; then ok; else fail "$desc"; fi
-}
+. "$(dirname "$0")/../lib/checks.sh"
+checks_begin test_chorus_run
 now_ms() { date +%s%3N; }
 # Runs chorus-run under an outer bound so that a broken launcher cannot hang us.
 crun() { timeout -k 5 30 "$RUN" "$@"; }
@@ -190,5 +181,4 @@ check "negative timeout rejected" [ $? -eq 2 ]
 check "--help prints usage" sh -c '"$0" --help | grep -q "usage: chorus-run"' "$RUN"
 check "program options are not parsed" [ "$("$RUN" -n 1 sh -c 'printf "%s\n" "$1"' sh -n)" = "-n" ]
 
-echo "test_chorus_run: $((CHECKS - FAILED))/$CHECKS checks passed"
-[ "$FAILED" -eq 0 ]
+checks_end
