@@ -176,13 +176,9 @@ class MemBw:
             return "no C compiler (cc, gcc, clang) found"
         self.exe = os.path.join(tmpdir, "membw")
         cmd = [cc, "-O2", "-std=c11", "-o", self.exe, os.path.join(HERE, "membw.c")]
-        try:
-            r = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
-                               stdin=subprocess.DEVNULL)
-        except (OSError, subprocess.TimeoutExpired) as e:
-            return "%s failed: %s" % (shlex.join(cmd), e)
-        if r.returncode != 0:
-            return "%s failed: %s" % (shlex.join(cmd), r.stderr.strip()[-300:])
+        why = peers.build(cmd)
+        if why is not None:
+            return why
         self.config = {"build": shlex.join(cmd), "command": self.exe}
         return None
 

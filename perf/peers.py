@@ -151,6 +151,19 @@ def capture(cmd, timeout=60, env=None):
     return r.stdout if r.returncode == 0 else None
 
 
+def build(cmd):
+    """Run a compiler command (2 minutes at most): None on success, else why it failed."""
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
+                           stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return "%s failed: %s" % (shlex.join(cmd), e)
+    if r.returncode != 0:
+        last = (r.stderr.strip().splitlines() or ["exit %d" % r.returncode])[-1]
+        return "%s failed: %s" % (shlex.join(cmd), last)
+    return None
+
+
 def free_port():
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -300,14 +313,9 @@ class Mpi:
         self.exe = os.path.join(tmpdir, "mpi_bench." + self.name)
         cmd = [self.mpicc, "-O2", "-std=c11", "-D_POSIX_C_SOURCE=200809L", "-o", self.exe,
                self.SOURCE]
-        try:
-            r = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
-                               stdin=subprocess.DEVNULL)
-        except (OSError, subprocess.TimeoutExpired) as e:
-            return "%s failed: %s" % (shlex.join(cmd), e)
-        if r.returncode != 0:
-            return "%s failed: %s" % (shlex.join(cmd), (r.stderr.strip().splitlines()
-                                                          or ["exit %d" % r.returncode])[-1])
+        why = build(cmd)
+        if why is not None:
+            return why
         self.config = {
             "mpicc": shutil.which(self.mpicc), "build": shlex.join(cmd),
             "mpirun": shutil.which(self.mpirun),

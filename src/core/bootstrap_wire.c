@@ -10,19 +10,6 @@
 
 #define BOOT_LABEL_MAX 32
 
-static void put_u32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)(v >> 24);
-    p[1] = (uint8_t)(v >> 16);
-    p[2] = (uint8_t)(v >> 8);
-    p[3] = (uint8_t)v;
-}
-
-static uint32_t get_u32(const uint8_t *p)
-{
-    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
-}
-
 /* HMAC(secret, label Nc Ns extra); extra_len is at most 8 + CHORUS_BOOT_BLOB_MAX. */
 static void boot_mac(const chorus__boot_keys_t *keys, const char *label, const void *extra,
                      size_t extra_len, uint8_t out[CHORUS_BOOT_MAC])
@@ -71,12 +58,12 @@ static void boot_result_mac(const chorus__boot_keys_t *keys,
 
 void chorus__boot_header_encode(uint8_t out[CHORUS_BOOT_HEADER], unsigned type, uint32_t len)
 {
-    put_u32(out, CHORUS_BOOT_MAGIC);
+    chorus__boot_put_u32(out, CHORUS_BOOT_MAGIC);
     out[4] = 0;
     out[5] = CHORUS_BOOT_VERSION;
     out[6] = (uint8_t)(type >> 8);
     out[7] = (uint8_t)type;
-    put_u32(out + 8, len);
+    chorus__boot_put_u32(out + 8, len);
 }
 
 chorus_status_t chorus__boot_header_decode(const uint8_t *buf, size_t len,
@@ -88,8 +75,9 @@ chorus_status_t chorus__boot_header_decode(const uint8_t *buf, size_t len,
         snprintf(why, why_len, "a header of %zu bytes, expected %d", len, CHORUS_BOOT_HEADER);
         return CHORUS_ERR_PROTOCOL;
     }
-    if (get_u32(buf) != CHORUS_BOOT_MAGIC) {
-        snprintf(why, why_len, "bad magic 0x%08x, not a chorus bootstrap peer", get_u32(buf));
+    if (chorus__boot_get_u32(buf) != CHORUS_BOOT_MAGIC) {
+        snprintf(why, why_len, "bad magic 0x%08x, not a chorus bootstrap peer",
+                 chorus__boot_get_u32(buf));
         return CHORUS_ERR_PROTOCOL;
     }
     version = ((unsigned)buf[4] << 8) | buf[5];
@@ -99,7 +87,7 @@ chorus_status_t chorus__boot_header_decode(const uint8_t *buf, size_t len,
         return CHORUS_ERR_PROTOCOL;
     }
     hdr_p->type = ((unsigned)buf[6] << 8) | buf[7];
-    hdr_p->len = get_u32(buf + 8);
+    hdr_p->len = chorus__boot_get_u32(buf + 8);
     return CHORUS_OK;
 }
 
@@ -178,8 +166,8 @@ size_t chorus__boot_join_encode(uint8_t out[CHORUS_BOOT_HEADER + CHORUS_BOOT_JOI
     if (blob_len > CHORUS_BOOT_BLOB_MAX)
         return 0;
     chorus__boot_header_encode(out, CHORUS_BOOT_JOIN, (uint32_t)(CHORUS_BOOT_JOIN_MIN + blob_len));
-    put_u32(body, rank);
-    put_u32(body + 4, size);
+    chorus__boot_put_u32(body, rank);
+    chorus__boot_put_u32(body + 4, size);
     if (blob_len > 0)
         memcpy(body + 8, blob, blob_len);
     boot_mac(keys, CHORUS_BOOT_LABEL_CLIENT, body, 8 + blob_len, out + CHORUS_BOOT_HEADER);
@@ -199,8 +187,8 @@ chorus_status_t chorus__boot_join_decode(const chorus__boot_keys_t *keys,
              expect);
     if (!chorus__mac_equal(expect, payload, CHORUS_BOOT_MAC))
         return CHORUS_ERR_AUTH;
-    join_p->rank = get_u32(payload + CHORUS_BOOT_MAC);
-    join_p->size = get_u32(payload + CHORUS_BOOT_MAC + 4);
+    join_p->rank = chorus__boot_get_u32(payload + CHORUS_BOOT_MAC);
+    join_p->size = chorus__boot_get_u32(payload + CHORUS_BOOT_MAC + 4);
     join_p->blob = payload + CHORUS_BOOT_JOIN_MIN;
     join_p->blob_len = len - CHORUS_BOOT_JOIN_MIN;
     return CHORUS_OK;
@@ -266,7 +254,7 @@ size_t chorus__boot_error_encode(uint8_t out[CHORUS_BOOT_HEADER + CHORUS_BOOT_ER
     size_t len = strnlen(text, CHORUS_BOOT_ERROR_TEXT_MAX);
 
     chorus__boot_header_encode(out, CHORUS_BOOT_ERROR, (uint32_t)(4 + len));
-    put_u32(out + CHORUS_BOOT_HEADER, (uint32_t)-status);
+    chorus__boot_put_u32(out + CHORUS_BOOT_HEADER, (uint32_t)-status);
     memcpy(out + CHORUS_BOOT_HEADER + 4, text, len);
     return CHORUS_BOOT_HEADER + 4 + len;
 }
@@ -288,7 +276,7 @@ chorus_status_t chorus__boot_error_decode(const uint8_t *payload, size_t len,
     for (size_t i = 4; i < len; i++)
         text_p[i - 4] = payload[i] >= 0x20 && payload[i] < 0x7f ? (char)payload[i] : '?';
     text_p[len - 4] = '\0';
-    code = get_u32(payload);
+    code = chorus__boot_get_u32(payload);
     switch (-(int64_t)code) {
     case CHORUS_ERR_INVALID_ARG: case CHORUS_ERR_NO_MEMORY: case CHORUS_ERR_TIMEOUT:
     case CHORUS_ERR_AUTH: case CHORUS_ERR_PROTOCOL: case CHORUS_ERR_SYSTEM:

@@ -15,6 +15,20 @@
 #include "core/bootstrap.h"
 #include "util/sha256.h"
 
+/* Big-endian 32-bit fields of the bootstrap messages. */
+static inline void chorus__boot_put_u32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24);
+    p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+
+static inline uint32_t chorus__boot_get_u32(const uint8_t *p)
+{
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
 #define CHORUS_BOOT_MAC        CHORUS_SHA256_BYTES
 #define CHORUS_BOOT_KEY        32   /* bytes of the session key */
 #define CHORUS_BOOT_HELLO_LEN  CHORUS_BOOT_NONCE

@@ -218,17 +218,12 @@ static chorus_status_t comm_connect(chorus_comm_t comm, const comm_create_params
 static chorus_status_t comm_build_tune(chorus_comm_t comm)
 {
     tune_config_t tcfg;
-    tune_node_t node = {.slot_bytes = comm->shm_cfg.slot_bytes};
     chorus_status_t status = chorus__config_read(&tune_config_table, &tcfg);
 
     if (status != CHORUS_OK)
         return status;
-    if (comm->shm != NULL) {
-        node.cma = comm->shm_cma;
-        node.cores = comm->shm_cores;
-    }
     return tune_table_create_node(&tcfg, comm->size, comm->cfg.chunk_bytes,
-                                  comm->shm != NULL ? &node : NULL, &comm->tune);
+                                  comm->shm != NULL ? &comm->shm_agreed : NULL, &comm->tune);
 }
 
 chorus_status_t chorus__comm_create(const comm_create_params_t *p, chorus_comm_t *comm_p)

@@ -86,8 +86,7 @@ struct chorus_comm {
     shm_region_t *shm_region;   /* this rank's region until the node is set up */
     shm_card_t *shm_cards;      /* every rank's card, until the node is set up */
     shm_node_t *shm;            /* node-local path: set when every rank shares this node */
-    int shm_cma;                /* its single-copy transfers work between every pair of ranks */
-    int shm_cores;              /* the fewest cores any local rank may run on */
+    tune_node_t shm_agreed;     /* what every local rank agreed on: single copy, cores, slots */
     _Atomic uint64_t inline_done;   /* calls completed in the calling thread: highest seq + 1 */
 
     atomic_int stop;

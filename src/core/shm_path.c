@@ -94,8 +94,8 @@ chorus_status_t chorus__shm_setup(chorus_comm_t comm)
         return status;
     }
     shm_node_seal(node, all[1], all[2]);
-    comm->shm_cma = all[1];
-    comm->shm_cores = all[2];
+    comm->shm_agreed = (tune_node_t){.cma = all[1], .cores = all[2],
+                                     .slot_bytes = comm->shm_cfg.slot_bytes};
     comm->shm = node;
     chorus_debug("rank %d: node-local collectives through shared memory (%d ranks, slots of "
                  "%zu bytes, single copy %s)", comm->rank, comm->local_size,

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "core/bootstrap.h"
+#include "core/bootstrap_wire.h"
 #include "util/sha256.h"
 #include "util/sock.h"
 #include "util/time.h"
@@ -66,27 +67,14 @@ int attack_read_line(int fd, char *buf, size_t len, double deadline)
     return 0;
 }
 
-static void put_u32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)(v >> 24);
-    p[1] = (uint8_t)(v >> 16);
-    p[2] = (uint8_t)(v >> 8);
-    p[3] = (uint8_t)v;
-}
-
-static uint32_t get_u32(const uint8_t *p)
-{
-    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
-}
-
 static void header(uint8_t *p, unsigned type, uint32_t len)
 {
-    put_u32(p, CHORUS_BOOT_MAGIC);
+    chorus__boot_put_u32(p, CHORUS_BOOT_MAGIC);
     p[4] = 0;
     p[5] = CHORUS_BOOT_VERSION;
     p[6] = 0;
     p[7] = (uint8_t)type;
-    put_u32(p + 8, len);
+    chorus__boot_put_u32(p + 8, len);
 }
 
 static void rank_blob(int rank, uint8_t *blob)
@@ -117,13 +105,13 @@ static long expect_dropped(int fd)
     long code = 0;
 
     /* A peer that sent HELLO and JOIN at once may get the CHALLENGE before the ERROR. */
-    if (st == CHORUS_OK && hdr[7] == CHORUS_BOOT_CHALLENGE && get_u32(hdr + 8) == 64 &&
+    if (st == CHORUS_OK && hdr[7] == CHORUS_BOOT_CHALLENGE && chorus__boot_get_u32(hdr + 8) == 64 &&
         chorus__sock_read_full(fd, payload, 64, deadline) == CHORUS_OK)
         st = chorus__sock_read_full(fd, hdr, sizeof(hdr), deadline);
-    if (st == CHORUS_OK && hdr[7] == CHORUS_BOOT_ERROR && get_u32(hdr + 8) >= 4 &&
-        get_u32(hdr + 8) <= sizeof(payload) &&
-        chorus__sock_read_full(fd, payload, get_u32(hdr + 8), deadline) == CHORUS_OK) {
-        code = get_u32(payload);
+    if (st == CHORUS_OK && hdr[7] == CHORUS_BOOT_ERROR && chorus__boot_get_u32(hdr + 8) >= 4 &&
+        chorus__boot_get_u32(hdr + 8) <= sizeof(payload) &&
+        chorus__sock_read_full(fd, payload, chorus__boot_get_u32(hdr + 8), deadline) == CHORUS_OK) {
+        code = chorus__boot_get_u32(payload);
         st = chorus__sock_read_full(fd, &byte, 1, deadline);
     }
     close(fd);
@@ -170,8 +158,8 @@ static void join_msg(const uint8_t *nc, const uint8_t *ns, const char *secret, u
     size_t label = strlen(CHORUS_BOOT_LABEL_CLIENT);
 
     header(msg, CHORUS_BOOT_JOIN, 32 + 8 + BLOB_LEN);
-    put_u32(body, rank);
-    put_u32(body + 4, size);
+    chorus__boot_put_u32(body, rank);
+    chorus__boot_put_u32(body + 4, size);
     rank_blob((int)(rank % NRANKS), body + 8);
     memcpy(mac_in, CHORUS_BOOT_LABEL_CLIENT, label);
     memcpy(mac_in + label, nc, 32);

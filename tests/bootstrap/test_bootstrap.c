@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "core/bootstrap.h"
+#include "core/bootstrap_wire.h"
 #include "util/config.h"
 #include "util/sha256.h"
 #include "util/sock.h"
@@ -157,27 +158,14 @@ static void finish_rendezvous(chorus__store_t *store, const char *addr, client_t
 
 /* ---- Raw peers --------------------------------------------------------------------- */
 
-static void put_u32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)(v >> 24);
-    p[1] = (uint8_t)(v >> 16);
-    p[2] = (uint8_t)(v >> 8);
-    p[3] = (uint8_t)v;
-}
-
-static uint32_t get_u32(const uint8_t *p)
-{
-    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
-}
-
 static void header(uint8_t *p, unsigned type, uint32_t len)
 {
-    put_u32(p, CHORUS_BOOT_MAGIC);
+    chorus__boot_put_u32(p, CHORUS_BOOT_MAGIC);
     p[4] = 0;
     p[5] = CHORUS_BOOT_VERSION;
     p[6] = 0;
     p[7] = (uint8_t)type;
-    put_u32(p + 8, len);
+    chorus__boot_put_u32(p + 8, len);
 }
 
 /* HMAC(SECRET, label Nc Ns extra), built the obvious way to cross-check the library. */
@@ -220,9 +208,9 @@ static void raw_hello(raw_t *r, const uint8_t *nc)
     memcpy(msg + CHORUS_BOOT_HEADER, nc, 32);
     raw_send(r, msg, CHORUS_BOOT_HEADER + 32);
     cr_assert_eq(chorus__sock_read_full(r->fd, msg, sizeof(msg), chorus__now() + 5), CHORUS_OK);
-    cr_assert_eq(get_u32(msg), CHORUS_BOOT_MAGIC);
+    cr_assert_eq(chorus__boot_get_u32(msg), CHORUS_BOOT_MAGIC);
     cr_assert_eq(msg[7], CHORUS_BOOT_CHALLENGE);
-    cr_assert_eq(get_u32(msg + 8), 64);
+    cr_assert_eq(chorus__boot_get_u32(msg + 8), 64);
     memcpy(r->ns, msg + CHORUS_BOOT_HEADER, 32);
     label_mac(SECRET, CHORUS_BOOT_LABEL_STORE, r->nc, r->ns, NULL, 0, proof);
     cr_assert_arr_eq(msg + CHORUS_BOOT_HEADER + 32, proof, 32, "store proof");
@@ -235,8 +223,8 @@ static size_t raw_join_msg(const raw_t *r, const char *secret, uint32_t rank, ui
     uint8_t *body = msg + CHORUS_BOOT_HEADER + 32;
 
     header(msg, CHORUS_BOOT_JOIN, 32 + 8 + BLOB_LEN);
-    put_u32(body, rank);
-    put_u32(body + 4, size);
+    chorus__boot_put_u32(body, rank);
+    chorus__boot_put_u32(body + 4, size);
     rank_blob((int)rank, body + 8);
     label_mac(secret, CHORUS_BOOT_LABEL_CLIENT, r->nc, r->ns, body, 8 + BLOB_LEN,
               msg + CHORUS_BOOT_HEADER);
@@ -258,13 +246,13 @@ static uint32_t raw_expect_dropped(raw_t *r, char *text, size_t text_len)
     status = chorus__sock_read_full(r->fd, hdr, sizeof(hdr), chorus__now() + 8);
     cr_assert_neq(status, CHORUS_ERR_TIMEOUT, "the store kept the connection open");
     if (status == CHORUS_OK) {
-        cr_assert_eq(get_u32(hdr), CHORUS_BOOT_MAGIC);
+        cr_assert_eq(chorus__boot_get_u32(hdr), CHORUS_BOOT_MAGIC);
         cr_assert_eq(hdr[7], CHORUS_BOOT_ERROR);
-        len = get_u32(hdr + 8);
+        len = chorus__boot_get_u32(hdr + 8);
         cr_assert(len >= 4 && len <= sizeof(payload), "error length %u", len);
         cr_assert_eq(chorus__sock_read_full(r->fd, payload, len, chorus__now() + 5),
                      CHORUS_OK);
-        code = get_u32(payload);
+        code = chorus__boot_get_u32(payload);
         if (text)
             snprintf(text, text_len, "%.*s", (int)(len - 4), (char *)payload + 4);
         status = chorus__sock_read_full(r->fd, &byte, 1, chorus__now() + 8);
@@ -510,7 +498,7 @@ Test(bootstrap, replayed_join_refused, .timeout = 30)
     cr_assert_eq(chorus__sock_read_full(first.fd, hdr, sizeof(hdr), chorus__now() + 5),
                  CHORUS_OK);
     cr_assert_eq(hdr[7], CHORUS_BOOT_RESULT);
-    cr_assert_eq(get_u32(hdr + 8), 64 + sizeof(blobs));
+    cr_assert_eq(chorus__boot_get_u32(hdr + 8), 64 + sizeof(blobs));
     cr_assert_eq(chorus__sock_read_full(first.fd, head, 64, chorus__now() + 5), CHORUS_OK);
     cr_assert_eq(chorus__sock_read_full(first.fd, blobs, sizeof(blobs), chorus__now() + 5),
                  CHORUS_OK);

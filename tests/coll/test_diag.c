@@ -99,6 +99,16 @@ static int count_of(const char *text, const char *needle)
 
 /* ---- stall reports ------------------------------------------------------ */
 
+/* Each stall scenario: stderr to the rank's file, inputs of 1, then a barrier (#0) all join. */
+static int stall_begin(chorus_comm_t comm, int rank, float *in)
+{
+    if (rank_stderr_to_file(rank) != 0)
+        return RC_SETUP;
+    for (int i = 0; i < COUNT; i++)
+        in[i] = 1.0f;
+    return chorus_barrier(comm, NULL) == CHORUS_OK ? 0 : RC_STATUS;
+}
+
 /*
  * Every rank joins a barrier (#0), then ranks 0 and 2 call an allreduce (#1)
  * that rank 1 joins only 3.5 s later: both report it once at 2 s.
@@ -106,14 +116,11 @@ static int count_of(const char *text, const char *needle)
 static int stall_late_rank(chorus_comm_t comm, int rank, int size, void *arg)
 {
     float in[COUNT], out[COUNT];
+    int rc = stall_begin(comm, rank, in);
 
     (void)size; (void)arg;
-    if (rank_stderr_to_file(rank) != 0)
-        return RC_SETUP;
-    for (int i = 0; i < COUNT; i++)
-        in[i] = 1.0f;
-    if (chorus_barrier(comm, NULL) != CHORUS_OK)
-        return RC_STATUS;
+    if (rc != 0)
+        return rc;
     if (rank == 1)
         usleep(3500 * 1000);
     if (chorus_allreduce(in, out, COUNT, CHORUS_FLOAT32, CHORUS_SUM, comm, NULL) != CHORUS_OK)
@@ -161,14 +168,11 @@ Test(stall, names_the_rank_that_has_not_started, .timeout = 60)
 static int stall_frozen_rank(chorus_comm_t comm, int rank, int size, void *arg)
 {
     float in[COUNT], out[COUNT];
+    int rc = stall_begin(comm, rank, in);
 
     (void)size; (void)arg;
-    if (rank_stderr_to_file(rank) != 0)
-        return RC_SETUP;
-    for (int i = 0; i < COUNT; i++)
-        in[i] = 1.0f;
-    if (chorus_barrier(comm, NULL) != CHORUS_OK)
-        return RC_STATUS;
+    if (rc != 0)
+        return rc;
     if (rank == 1) {
         pid_t waker = fork();
 

@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -86,6 +87,32 @@ int fault_loop_rank(chorus_comm_t comm, int rank, int size, void *arg)
     }
     fault_case_free(&b);
     return rc;
+}
+
+int fault_loop_init(fault_loop_t *loop, chorus_dtype_t dtype, harness_opts_t *opts,
+                    int nranks, double timeout_s)
+{
+    memset(loop, 0, sizeof(*loop));
+    loop->c.coll = FC_ALLREDUCE;
+    loop->c.dtype = dtype;
+    loop->c.op = CHORUS_SUM;
+    loop->c.count = 1 << 18;
+    loop->max_s = 30;
+    loop->states = fault_shared_alloc(FAULT_MAX_RANKS * sizeof(fault_rank_state_t));
+    if (loop->states == NULL)
+        return -1;
+    memset(opts, 0, sizeof(*opts));
+    opts->nranks = nranks;
+    opts->timeout_s = timeout_s;
+    opts->deadline_s = 60;
+    opts->kill_rank = -1;
+    return 0;
+}
+
+void fault_loop_free(fault_loop_t *loop)
+{
+    fault_shared_free(loop->states, FAULT_MAX_RANKS * sizeof(fault_rank_state_t));
+    loop->states = NULL;
 }
 
 void *fault_shared_alloc(size_t bytes)

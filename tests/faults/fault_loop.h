@@ -9,6 +9,7 @@
 #define CHORUS_TEST_FAULT_LOOP_H
 
 #include "fault_case.h"
+#include "coll/harness.h"
 
 #define FAULT_MAX_RANKS 8
 #define FAULT_MAX_CONNS 16
@@ -34,6 +35,16 @@ typedef struct {
     double max_s;           /* a rank gives up after this long in the loop */
     fault_rank_state_t *states;     /* FAULT_MAX_RANKS of them, shared (fault_shared_alloc) */
 } fault_loop_t;
+
+/*
+ * The loop of the injection tests: allreduces (sum) of 1<<18 elements of
+ * dtype for up to 30 s, with rank states shared with the parent, and
+ * harness options for nranks ranks (a 60 s deadline, no rank killed; the
+ * caller sets its tick). 0, or -1 when the shared states cannot be allocated.
+ */
+int fault_loop_init(fault_loop_t *loop, chorus_dtype_t dtype, harness_opts_t *opts,
+                    int nranks, double timeout_s);
+void fault_loop_free(fault_loop_t *loop);
 
 /* harness_rank_fn: arg is a fault_loop_t. */
 int fault_loop_rank(chorus_comm_t comm, int rank, int size, void *arg);

@@ -139,7 +139,6 @@ static int reset_judge(const reset_ctx_t *s, int r, int status)
 
 static int reset_scenario(int nranks, double delay_s)
 {
-    size_t states_bytes = FAULT_MAX_RANKS * sizeof(fault_rank_state_t);
     reset_ctx_t s;
     harness_opts_t opts;
     int status[FAULT_MAX_RANKS], pass;
@@ -147,19 +146,8 @@ static int reset_scenario(int nranks, double delay_s)
     memset(&s, 0, sizeof(s));
     s.nranks = nranks;
     s.delay_s = delay_s;
-    s.loop.c.coll = FC_ALLREDUCE;
-    s.loop.c.dtype = CHORUS_INT32;
-    s.loop.c.op = CHORUS_SUM;
-    s.loop.c.count = 1 << 18;
-    s.loop.max_s = 30;
-    s.loop.states = fault_shared_alloc(states_bytes);
-    if (s.loop.states == NULL)
+    if (fault_loop_init(&s.loop, CHORUS_INT32, &opts, nranks, RESET_TIMEOUT_S) != 0)
         return 0;
-    memset(&opts, 0, sizeof(opts));
-    opts.nranks = nranks;
-    opts.timeout_s = RESET_TIMEOUT_S;
-    opts.deadline_s = 60;
-    opts.kill_rank = -1;
     opts.tick = reset_tick;
     opts.tick_arg = &s;
     printf("%d ranks: reset every connection %.3f s into a loop of int32 allreduces, "
@@ -172,7 +160,7 @@ static int reset_scenario(int nranks, double delay_s)
     for (int r = 0; r < nranks; r++)
         pass &= reset_judge(&s, r, status[r]);
     printf("  %s\n", pass ? "PASS" : "FAIL");
-    fault_shared_free(s.loop.states, states_bytes);
+    fault_loop_free(&s.loop);
     return pass;
 }
 

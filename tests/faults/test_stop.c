@@ -107,7 +107,6 @@ static int stop_judge(const stop_ctx_t *s, int r, int status, int *timeouts)
 
 static int stop_scenario(int nranks, int victim, double delay_s)
 {
-    size_t states_bytes = FAULT_MAX_RANKS * sizeof(fault_rank_state_t);
     stop_ctx_t s;
     harness_opts_t opts;
     int status[FAULT_MAX_RANKS], pass = 1, timeouts = 0;
@@ -116,19 +115,8 @@ static int stop_scenario(int nranks, int victim, double delay_s)
     s.nranks = nranks;
     s.victim = victim;
     s.delay_s = delay_s;
-    s.loop.c.coll = FC_ALLREDUCE;
-    s.loop.c.dtype = CHORUS_FLOAT32;
-    s.loop.c.op = CHORUS_SUM;
-    s.loop.c.count = 1 << 18;
-    s.loop.max_s = 30;
-    s.loop.states = fault_shared_alloc(states_bytes);
-    if (s.loop.states == NULL)
+    if (fault_loop_init(&s.loop, CHORUS_FLOAT32, &opts, nranks, STOP_TIMEOUT_S) != 0)
         return 0;
-    memset(&opts, 0, sizeof(opts));
-    opts.nranks = nranks;
-    opts.timeout_s = STOP_TIMEOUT_S;
-    opts.deadline_s = 60;
-    opts.kill_rank = -1;
     opts.tick = stop_tick;
     opts.tick_arg = &s;
     printf("%d ranks: SIGSTOP rank %d %.3f s into a loop of %zu-element float32 allreduces, "
@@ -150,7 +138,7 @@ static int stop_scenario(int nranks, int victim, double delay_s)
         pass = 0;
     }
     printf("  %s\n", pass ? "PASS" : "FAIL");
-    fault_shared_free(s.loop.states, states_bytes);
+    fault_loop_free(&s.loop);
     return pass;
 }
 
