@@ -132,6 +132,13 @@ int chorus_comm_rank(chorus_comm_t comm);
 int chorus_comm_size(chorus_comm_t comm);
 int chorus_comm_local_rank(chorus_comm_t comm);
 int chorus_comm_local_size(chorus_comm_t comm);
+/*
+ * Nodes: ranks with the same machine identity share a node; nodes are
+ * numbered 0.. in the order of their lowest rank. chorus_comm_node returns
+ * the node of rank (-1 when comm is NULL or rank is out of range).
+ */
+int chorus_comm_node_count(chorus_comm_t comm);
+int chorus_comm_node(chorus_comm_t comm, int rank);
 
 /* ---- per-call options: the one extension point ------------------------ */
 

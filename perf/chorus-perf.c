@@ -192,6 +192,22 @@ static void perf_sweep(perf_ctx_t *c, perf_args_t *a)
 }
 
 /* Loops over dtype, op and root where the options say "all". */
+/* "2 (ranks per node 2,2)": how the job's ranks sit on nodes. */
+static void perf_nodes(chorus_comm_t comm, int nranks, char *buf, size_t len)
+{
+    int nodes = chorus_comm_node_count(comm);
+    size_t used = (size_t)snprintf(buf, len, "%d (ranks per node ", nodes);
+
+    for (int n = 0; n < nodes && used < len; n++) {
+        int k = 0;
+        for (int r = 0; r < nranks; r++)
+            k += chorus_comm_node(comm, r) == n;
+        used += (size_t)snprintf(buf + used, len - used, "%s%d", n ? "," : "", k);
+    }
+    if (used < len)
+        snprintf(buf + used, len - used, ")");
+}
+
 static void perf_run_coll(perf_ctx_t *c, perf_coll_t coll)
 {
     const perf_opts_t *o = c->opts;
@@ -204,8 +220,11 @@ static void perf_run_coll(perf_ctx_t *c, perf_coll_t coll)
     int r0 = o->root == PERF_ALL ? 0 : o->root;
     int r1 = !info->rooted ? r0 : o->root == PERF_ALL ? c->nranks - 1 : o->root;
 
-    if (c->rank == 0)
-        perf_print_header(stdout, o, coll, c->nranks, chorus_comm_local_size(c->comm));
+    if (c->rank == 0) {
+        char nodes[256];
+        perf_nodes(c->comm, c->nranks, nodes, sizeof(nodes));
+        perf_print_header(stdout, o, coll, c->nranks, chorus_comm_local_size(c->comm), nodes);
+    }
     if (coll == PERF_BARRIER) {
         a.dtype = CHORUS_UINT8;
         perf_run_row(c, &a);

@@ -28,10 +28,11 @@ static const char *row_op(const perf_row_t *row)
 }
 
 void perf_print_header(FILE *f, const perf_opts_t *opts, perf_coll_t coll, int nranks,
-                       int local_size)
+                       int local_size, const char *nodes)
 {
     fprintf(f, "# chorus-perf: %s, nranks %d (%d on this node)\n",
             perf_coll_info(coll)->name, nranks, local_size);
+    fprintf(f, "# nodes: %s\n", nodes);
     fprintf(f, "# sizes %zu to %zu bytes, factor %zu, %d iterations after %d warmup, "
             "check %d\n", opts->minbytes, opts->maxbytes, opts->factor, opts->iters,
             opts->warmup, opts->check);

@@ -26,7 +26,7 @@ typedef struct {
 void perf_row_bandwidth(perf_row_t *row, int nranks);
 
 void perf_print_header(FILE *f, const perf_opts_t *opts, perf_coll_t coll, int nranks,
-                       int local_size);
+                       int local_size, const char *nodes);
 void perf_print_row(FILE *f, const perf_row_t *row);
 void perf_print_footer(FILE *f, long long wrong_total, double avg_busbw, int checked);
 

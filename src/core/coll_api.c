@@ -115,6 +115,7 @@ static chorus_status_t coll_start(const char *fn, chorus_comm_t comm, coll_args_
         a->rank = comm->rank;
         a->size = comm->size;
         a->chunk_bytes = comm->cfg.chunk_bytes;
+        a->layout = comm->layout;
     }
     switch (a->coll) {
     case COLL_ALLGATHER:

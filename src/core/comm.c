@@ -153,6 +153,15 @@ static chorus_status_t comm_rendezvous(chorus_comm_t comm, const comm_create_par
     }
     status = chorus__local_ranks(ids, comm->size, comm->rank, &comm->local_rank,
                                  &comm->local_size);
+    if (status == CHORUS_OK)
+        status = topo_layout_build(ids, comm->size, &comm->layout);
+    if (status == CHORUS_OK && comm->rank == 0 && comm->layout->nnodes > 1 &&
+        chorus_log_enabled(CHORUS_LOG_INFO)) {
+        char shape[128];
+        topo_layout_shape(comm->layout, shape, sizeof(shape));
+        chorus_info("%d ranks on %d nodes (ranks per node %s)", comm->size,
+                    comm->layout->nnodes, shape);
+    }
     /* One node holds every rank: keep the shared-memory cards (local rank = rank). */
     if (status == CHORUS_OK && comm->local_size == comm->size && comm->size > 1) {
         comm->shm_cards = calloc((size_t)comm->size, sizeof(*comm->shm_cards));
@@ -218,12 +227,18 @@ static chorus_status_t comm_connect(chorus_comm_t comm, const comm_create_params
 static chorus_status_t comm_build_tune(chorus_comm_t comm)
 {
     tune_config_t tcfg;
+    tune_spread_t spread;
     chorus_status_t status = chorus__config_read(&tune_config_table, &tcfg);
 
     if (status != CHORUS_OK)
         return status;
-    return tune_table_create_node(&tcfg, comm->size, comm->cfg.chunk_bytes,
-                                  comm->shm != NULL ? &comm->shm_agreed : NULL, &comm->tune);
+    spread.nnodes = comm->layout->nnodes;
+    spread.local_min = comm->layout->local_min;
+    spread.local_max = comm->layout->local_max;
+    spread.ring_crossings = comm->layout->ring_crossings;
+    return tune_table_create_job(&tcfg, comm->size, comm->cfg.chunk_bytes,
+                                 comm->shm != NULL ? &comm->shm_agreed : NULL, &spread,
+                                 &comm->tune);
 }
 
 chorus_status_t chorus__comm_create(const comm_create_params_t *p, chorus_comm_t *comm_p)
@@ -300,6 +315,7 @@ err_tl:
     if (comm->tl_ctx)
         comm->tl->ctx_destroy(comm->tl_ctx);
 err_free:
+    topo_layout_free(comm->layout);
     coll_pool_destroy(&comm->scratch_pool);
     pthread_cond_destroy(&comm->cond);
     pthread_mutex_destroy(&comm->lock);
@@ -339,6 +355,7 @@ chorus_status_t chorus_comm_destroy(chorus_comm_t comm)
     /* After the transport: it held the control receives' buffers until then. */
     chorus__stall_destroy(comm->stall);
     tune_table_destroy(comm->tune);
+    topo_layout_free(comm->layout);
     chorus__shm_close(comm);
     coll_pool_destroy(&comm->scratch_pool);
     pthread_cond_destroy(&comm->cond);
@@ -372,3 +389,11 @@ int chorus_comm_rank(chorus_comm_t comm) { return comm ? comm->rank : -1; }
 int chorus_comm_size(chorus_comm_t comm) { return comm ? comm->size : -1; }
 int chorus_comm_local_rank(chorus_comm_t comm) { return comm ? comm->local_rank : -1; }
 int chorus_comm_local_size(chorus_comm_t comm) { return comm ? comm->local_size : -1; }
+int chorus_comm_node_count(chorus_comm_t comm) { return comm ? comm->layout->nnodes : -1; }
+
+int chorus_comm_node(chorus_comm_t comm, int rank)
+{
+    if (comm == NULL || rank < 0 || rank >= comm->size)
+        return -1;
+    return comm->layout->node_of[rank];
+}

@@ -14,6 +14,7 @@
 #include "coll/coll.h"
 #include "core/core_config.h"
 #include "transports/base/transport.h"
+#include "topology/layout.h"
 #include "transports/shm/shm.h"
 #include "tuning/select.h"
 
@@ -59,6 +60,7 @@ struct chorus_comm {
     int size;
     int local_rank;
     int local_size;
+    topo_layout_t *layout;      /* which ranks share a node (from the rendezvous) */
     chorus__core_config_t cfg;
     tune_table_t *tune;
     coll_scratch_pool_t scratch_pool;   /* scratch of large schedules, reused across calls */
