@@ -20,8 +20,13 @@
 #include "util/log.h"
 
 typedef struct {
-    const coll_args_t *args;
     coll_sched_t *sched;
+    chorus_op_t op;
+    int me;                 /* position on the ring */
+    int n;                  /* ranks on the ring */
+    const int *ranks;       /* comm rank of each position; NULL: position i is rank i */
+    size_t count;
+    uint32_t tag0;
     size_t esize;
     size_t chunk;           /* elements per chunk */
     size_t nchunks;         /* chunks of the largest block: the tag stride */
@@ -39,21 +44,26 @@ static size_t chunk_len(size_t n, size_t chunk, size_t c)
     return left < chunk ? left : chunk;
 }
 
+static int ring_peer(const ring_ar_t *st, int pos)
+{
+    return st->ranks != NULL ? st->ranks[pos] : pos;
+}
+
 /* Reduce-scatter ring step s. Returns CHORUS_OK or a negative status. */
 static chorus_status_t ring_ar_rs_step(ring_ar_t *st, int s)
 {
-    const coll_args_t *a = st->args;
-    int right = coll_ring_right(a->rank, a->size), left = coll_ring_left(a->rank, a->size);
-    int sb = coll_ring_rs_send_block(a->rank, a->size, s);
-    int rb = coll_ring_rs_recv_block(a->rank, a->size, s);
-    size_t sn = coll_ring_block_count(a->count, a->size, sb);
-    size_t rn = coll_ring_block_count(a->count, a->size, rb);
-    size_t soff = coll_ring_block_offset(a->count, a->size, sb) * st->esize;
-    size_t roff = coll_ring_block_offset(a->count, a->size, rb) * st->esize;
+    int right = ring_peer(st, coll_ring_right(st->me, st->n));
+    int left = ring_peer(st, coll_ring_left(st->me, st->n));
+    int sb = coll_ring_rs_send_block(st->me, st->n, s);
+    int rb = coll_ring_rs_recv_block(st->me, st->n, s);
+    size_t sn = coll_ring_block_count(st->count, st->n, sb);
+    size_t rn = coll_ring_block_count(st->count, st->n, rb);
+    size_t soff = coll_ring_block_offset(st->count, st->n, sb) * st->esize;
+    size_t roff = coll_ring_block_offset(st->count, st->n, rb) * st->esize;
     /* The first step sends this rank's own data; later ones the partial in recvbuf. */
     const char *sbase = (s == 0 ? st->send : st->recv) + soff;
     size_t nc = coll_chunk_count(sn > rn ? sn : rn, st->chunk);
-    uint32_t tag = (uint32_t)((size_t)s * st->nchunks);
+    uint32_t tag = st->tag0 + (uint32_t)((size_t)s * st->nchunks);
 
     for (size_t c = 0; c < nc; c++) {
         size_t off = c * st->chunk * st->esize;
@@ -62,7 +72,7 @@ static chorus_status_t ring_ar_rs_step(ring_ar_t *st, int s)
         if (c * st->chunk < sn) {
             size_t bytes = chunk_len(sn, st->chunk, c) * st->esize;
             idx = coll_sched_send(st->sched, right, tag + (uint32_t)c, sbase + off, bytes,
-                                  &st->prev[c], s == 0 ? 0 : 1);
+                                  &st->prev[c], 1);
             if (idx < 0)
                 return CHORUS_ERR_NO_MEMORY;
             st->rs_send[(size_t)s * st->nchunks + c] = idx;
@@ -88,11 +98,10 @@ static chorus_status_t ring_ar_rs_step(ring_ar_t *st, int s)
 /* AVG: divide the owned block once, chunk by chunk, before the allgather sends it. */
 static chorus_status_t ring_ar_finalize(ring_ar_t *st)
 {
-    const coll_args_t *a = st->args;
-    size_t n = coll_ring_block_count(a->count, a->size, a->rank);
-    char *base = st->recv + coll_ring_block_offset(a->count, a->size, a->rank) * st->esize;
+    size_t n = coll_ring_block_count(st->count, st->n, st->me);
+    char *base = st->recv + coll_ring_block_offset(st->count, st->n, st->me) * st->esize;
 
-    if (a->op != CHORUS_AVG)
+    if (st->op != CHORUS_AVG)
         return CHORUS_OK;
     for (size_t c = 0; c * st->chunk < n; c++) {
         long idx = coll_sched_finalize_op(st->sched, base + c * st->chunk * st->esize,
@@ -108,16 +117,16 @@ static chorus_status_t ring_ar_finalize(ring_ar_t *st)
 /* Allgather ring step s: forward the block in hand, receive the next into recvbuf. */
 static chorus_status_t ring_ar_ag_step(ring_ar_t *st, int s)
 {
-    const coll_args_t *a = st->args;
-    int right = coll_ring_right(a->rank, a->size), left = coll_ring_left(a->rank, a->size);
-    int sb = coll_ring_ag_send_block(a->rank, a->size, s);
-    int rb = coll_ring_ag_recv_block(a->rank, a->size, s);
-    size_t sn = coll_ring_block_count(a->count, a->size, sb);
-    size_t rn = coll_ring_block_count(a->count, a->size, rb);
-    char *sbase = st->recv + coll_ring_block_offset(a->count, a->size, sb) * st->esize;
-    char *rbase = st->recv + coll_ring_block_offset(a->count, a->size, rb) * st->esize;
+    int right = ring_peer(st, coll_ring_right(st->me, st->n));
+    int left = ring_peer(st, coll_ring_left(st->me, st->n));
+    int sb = coll_ring_ag_send_block(st->me, st->n, s);
+    int rb = coll_ring_ag_recv_block(st->me, st->n, s);
+    size_t sn = coll_ring_block_count(st->count, st->n, sb);
+    size_t rn = coll_ring_block_count(st->count, st->n, rb);
+    char *sbase = st->recv + coll_ring_block_offset(st->count, st->n, sb) * st->esize;
+    char *rbase = st->recv + coll_ring_block_offset(st->count, st->n, rb) * st->esize;
     size_t nc = coll_chunk_count(sn > rn ? sn : rn, st->chunk);
-    uint32_t tag = (uint32_t)((size_t)(a->size - 1 + s) * st->nchunks);
+    uint32_t tag = st->tag0 + (uint32_t)((size_t)(st->n - 1 + s) * st->nchunks);
 
     for (size_t c = 0; c < nc; c++) {
         size_t off = c * st->chunk * st->esize;
@@ -149,18 +158,68 @@ static chorus_status_t ring_ar_phases(ring_ar_t *st)
 {
     chorus_status_t status = CHORUS_OK;
 
-    for (int s = 0; s < st->args->size - 1 && status == CHORUS_OK; s++)
+    for (int s = 0; s < st->n - 1 && status == CHORUS_OK; s++)
         status = ring_ar_rs_step(st, s);
     if (status == CHORUS_OK)
         status = ring_ar_finalize(st);
-    for (int s = 0; s < st->args->size - 1 && status == CHORUS_OK; s++)
+    for (int s = 0; s < st->n - 1 && status == CHORUS_OK; s++)
         status = ring_ar_ag_step(st, s);
     return status;
 }
 
+/* The ring over st's positions; st->chunk and st->nchunks set. */
+static chorus_status_t ring_ar_run(ring_ar_t *st, long after)
+{
+    size_t nsteps = (size_t)(st->n - 1);
+    chorus_status_t status;
+
+    st->slots = coll_sched_alloc(st->sched, st->nchunks * st->chunk * st->esize);
+    st->slot_user = malloc(st->nchunks * sizeof(*st->slot_user));
+    st->prev = malloc(st->nchunks * sizeof(*st->prev));
+    st->rs_send = malloc(nsteps * st->nchunks * sizeof(*st->rs_send));
+    if (st->slots == NULL || st->slot_user == NULL || st->prev == NULL || st->rs_send == NULL) {
+        status = CHORUS_ERR_NO_MEMORY;
+        goto out;
+    }
+    /* Nothing reads or overwrites this rank's data before `after`. */
+    for (size_t c = 0; c < st->nchunks; c++)
+        st->prev[c] = st->slot_user[c] = after;
+    for (size_t i = 0; i < nsteps * st->nchunks; i++)
+        st->rs_send[i] = -1;
+    status = ring_ar_phases(st);
+out:
+    free(st->slot_user);
+    free(st->prev);
+    free(st->rs_send);
+    return status;
+}
+
+size_t coll_ring_allreduce_tags(size_t count, int n, size_t chunk)
+{
+    if (n < 2 || count == 0)
+        return 0;
+    return 2 * (size_t)(n - 1) * coll_chunk_count(coll_ring_block_count(count, n, 0), chunk);
+}
+
+chorus_status_t coll_ring_allreduce_part(coll_sched_t *sched, const coll_ring_part_t *part,
+                                         chorus_op_t op, size_t esize)
+{
+    ring_ar_t st = {
+        .sched = sched, .op = op, .me = part->group.me, .n = part->group.size,
+        .ranks = part->group.ranks, .count = part->count, .tag0 = part->tag0,
+        .esize = esize, .chunk = part->chunk, .send = (char *)part->send, .recv = part->recv,
+    };
+
+    if (part->count == 0 || part->group.size < 2)
+        return CHORUS_OK;
+    st.nchunks = coll_chunk_count(coll_ring_block_count(st.count, st.n, 0), st.chunk);
+    return ring_ar_run(&st, part->after);
+}
+
 static chorus_status_t ring_allreduce_build(const coll_args_t *args, coll_sched_t *sched)
 {
-    ring_ar_t st = {.args = args, .sched = sched};
+    ring_ar_t st = {.sched = sched, .op = args->op, .me = args->rank, .n = args->size,
+                    .count = args->count};
     size_t max_block;
     chorus_status_t status = coll_check_blocks(args, "ring allreduce", 1, 0, &st.esize);
 
@@ -178,24 +237,7 @@ static chorus_status_t ring_allreduce_build(const coll_args_t *args, coll_sched_
     max_block = coll_ring_block_count(args->count, args->size, 0);
     st.chunk = coll_chunk_elems(args->chunk_bytes, st.esize, max_block, 2L * (args->size - 1));
     st.nchunks = coll_chunk_count(max_block, st.chunk);
-    st.slots = coll_sched_alloc(sched, st.nchunks * st.chunk * st.esize);
-    st.slot_user = malloc(st.nchunks * sizeof(*st.slot_user));
-    st.prev = malloc(st.nchunks * sizeof(*st.prev));
-    st.rs_send = malloc((size_t)(args->size - 1) * st.nchunks * sizeof(*st.rs_send));
-    if (st.slots == NULL || st.slot_user == NULL || st.prev == NULL || st.rs_send == NULL) {
-        status = CHORUS_ERR_NO_MEMORY;
-        goto out;
-    }
-    for (size_t c = 0; c < st.nchunks; c++)
-        st.prev[c] = st.slot_user[c] = -1;
-    for (size_t i = 0; i < (size_t)(args->size - 1) * st.nchunks; i++)
-        st.rs_send[i] = -1;
-    status = ring_ar_phases(&st);
-out:
-    free(st.slot_user);
-    free(st.prev);
-    free(st.rs_send);
-    return status;
+    return ring_ar_run(&st, -1);
 }
 
 const coll_alg_t coll_ring_allreduce = {

@@ -198,6 +198,62 @@ long coll_sched_finalize_op(coll_sched_t *s, void *buf, size_t bytes,
     return i;
 }
 
+long coll_sched_join(coll_sched_t *s, const long *deps, size_t n)
+{
+    long *level = NULL, out = -1;
+    size_t k = 0;
+
+    for (size_t i = 0; i < n; i++)
+        k += deps[i] >= 0;
+    if (k == 0)
+        return -1;
+    level = malloc(k * sizeof(*level));
+    if (level == NULL)
+        return -2;
+    k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (deps[i] >= 0)
+            level[k++] = deps[i];
+    }
+    /* Each pass replaces groups of up to COLL_STEP_MAX_DEPS steps by one empty copy. */
+    while (k > 1) {
+        size_t next = 0;
+        for (size_t i = 0; i < k; i += COLL_STEP_MAX_DEPS) {
+            int m = (int)(k - i < COLL_STEP_MAX_DEPS ? k - i : COLL_STEP_MAX_DEPS);
+            long idx = coll_sched_copy(s, NULL, NULL, 0, level + i, m);
+            if (idx < 0) {
+                free(level);
+                return -2;
+            }
+            level[next++] = idx;
+        }
+        k = next;
+    }
+    out = level[0];
+    free(level);
+    return out;
+}
+
+long coll_sched_join_since(coll_sched_t *s, long first)
+{
+    long *all, out;
+    size_t n;
+
+    if (first < 0)
+        first = 0;
+    if ((size_t)first >= s->nsteps)
+        return -1;
+    n = s->nsteps - (size_t)first;
+    all = malloc(n * sizeof(*all));
+    if (all == NULL)
+        return -2;
+    for (size_t i = 0; i < n; i++)
+        all[i] = first + (long)i;
+    out = coll_sched_join(s, all, n);
+    free(all);
+    return out;
+}
+
 /* ---- executor ----------------------------------------------------------- */
 
 static int sched_fail(coll_sched_t *s, chorus_status_t status, int peer)
