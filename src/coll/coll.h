@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include "chorus.h"
 #include "coll/scratch_pool.h"
+#include "topology/layout.h"
 #include "transports/base/transport.h"
 
 typedef enum {
@@ -46,6 +47,7 @@ typedef struct {
     int rank;
     int size;
     size_t chunk_bytes;     /* pipeline chunk (CHORUS_CHUNK_SIZE) */
+    const topo_layout_t *layout;    /* which ranks share a node; NULL: not known */
 } coll_args_t;
 
 typedef enum {
@@ -110,6 +112,15 @@ long coll_sched_copy(coll_sched_t *s, void *dst, const void *src, size_t bytes,
                      const long *deps, int ndeps);
 long coll_sched_finalize_op(coll_sched_t *s, void *buf, size_t bytes,
                             const long *deps, int ndeps);
+/*
+ * A step that completes once every step in deps[0 .. n) has (negative
+ * entries are ignored): empty copies, each waiting for at most
+ * COLL_STEP_MAX_DEPS others, joined as a tree. Returns its index, -1 when
+ * deps holds no step (nothing to wait for), or -2 when out of memory.
+ */
+long coll_sched_join(coll_sched_t *s, const long *deps, size_t n);
+/* coll_sched_join of every step from first to the schedule's current end. */
+long coll_sched_join_since(coll_sched_t *s, long first);
 
 /*
  * The executor. tag_base is OR-ed into every algorithm tag (the call's
@@ -119,6 +130,34 @@ long coll_sched_finalize_op(coll_sched_t *s, void *buf, size_t bytes,
  */
 int coll_sched_progress(coll_sched_t *s, const tl_ops_t *tl, tl_ctx_t *ctx, uint64_t tag_base);
 
+/* Ranks taking part in a stage of an algorithm, as positions 0 .. size-1. */
+typedef struct {
+    int size;
+    int me;                 /* this rank's position */
+    const int *ranks;       /* comm rank at each position; NULL: position i is rank i */
+} coll_group_t;
+
+/*
+ * One ring allreduce among a group, appended to a larger schedule: count
+ * elements from send (may equal recv) reduced into recv, chunk elements per
+ * pipeline chunk, tags tag0 .. tag0 + coll_ring_allreduce_tags() - 1. No
+ * step reads send or touches recv before step `after` (-1: none). AVG's
+ * division uses the schedule's rank count.
+ */
+typedef struct {
+    coll_group_t group;
+    const void *send;
+    void *recv;
+    size_t count;
+    size_t chunk;
+    uint32_t tag0;
+    long after;
+} coll_ring_part_t;
+
+chorus_status_t coll_ring_allreduce_part(coll_sched_t *sched, const coll_ring_part_t *part,
+                                         chorus_op_t op, size_t esize);
+size_t coll_ring_allreduce_tags(size_t count, int n, size_t chunk);
+
 /*
  * The checks of a builder whose buffers are count elements (per_rank = 0) or
  * size blocks of count elements (per_rank = 1): dtype, op when it reduces,
@@ -126,6 +165,12 @@ int coll_sched_progress(coll_sched_t *s, const tl_ops_t *tl, tl_ctx_t *ctx, uint
  */
 chorus_status_t coll_check_blocks(const coll_args_t *args, const char *alg, int reduces,
                                   int per_rank, size_t *esize_p);
+
+/*
+ * The checks of a builder that splits work by node: a layout of args->size
+ * ranks, and recvbuf (and sendbuf when needs_send) not NULL when count > 0.
+ */
+chorus_status_t coll_check_layout(const coll_args_t *a, const char *alg, int needs_send);
 
 /* Node-local algorithms run by the shared-memory path (transports/shm), not as schedules. */
 typedef enum {
@@ -158,6 +203,10 @@ extern const coll_alg_t coll_chain_broadcast;         /* pipelined chain */
 extern const coll_alg_t coll_binomial_reduce;
 extern const coll_alg_t coll_pairwise_alltoall;
 extern const coll_alg_t coll_dissemination_barrier;
+/* Hierarchical: node-local stages over the transport, each byte crossing to a node once. */
+extern const coll_alg_t coll_hier_allreduce;
+extern const coll_alg_t coll_hier_allgather;
+extern const coll_alg_t coll_hier_broadcast;
 extern const coll_alg_t coll_shm_algs[];              /* coll_shm_algs.c, ends with name NULL */
 
 #endif

@@ -1,4 +1,4 @@
-/* Argument checks shared by the block-layout builders (ring, pairwise). */
+/* Argument checks shared by the builders: block layouts (ring, pairwise), job layouts (hier). */
 #include "coll/coll.h"
 
 #include <stdint.h>
@@ -24,5 +24,20 @@ chorus_status_t coll_check_blocks(const coll_args_t *a, const char *alg, int red
         return CHORUS_ERR_INVALID_ARG;
     }
     *esize_p = esize;
+    return CHORUS_OK;
+}
+
+chorus_status_t coll_check_layout(const coll_args_t *a, const char *alg, int needs_send)
+{
+    if (a->layout == NULL || a->layout->size != a->size) {
+        chorus_error("%s: rank %d has no layout of %d ranks (layout of %d)", alg, a->rank,
+                     a->size, a->layout != NULL ? a->layout->size : 0);
+        return CHORUS_ERR_INVALID_ARG;
+    }
+    if (a->count > 0 && (a->recvbuf == NULL || (needs_send && a->sendbuf == NULL))) {
+        chorus_error("%s: rank %d has a NULL %s for count %zu", alg, a->rank,
+                     a->recvbuf == NULL ? "recvbuf" : "sendbuf", a->count);
+        return CHORUS_ERR_INVALID_ARG;
+    }
     return CHORUS_OK;
 }

@@ -37,6 +37,7 @@ const coll_alg_t *const coll_algs[] = {
     &coll_ring_allreduce,
     &coll_rd_allreduce,
     &coll_rabenseifner_allreduce,
+    &coll_hier_allreduce,
     &coll_ring_allgather,
     &coll_ring_reduce_scatter,
     &coll_binomial_broadcast,
@@ -44,6 +45,8 @@ const coll_alg_t *const coll_algs[] = {
     &coll_binomial_reduce,
     &coll_pairwise_alltoall,
     &coll_dissemination_barrier,
+    &coll_hier_allgather,
+    &coll_hier_broadcast,
     NULL,
 };
 

@@ -721,7 +721,8 @@ Test(registry, every_algorithm_is_listed)
         &coll_ring_allreduce, &coll_rd_allreduce, &coll_rabenseifner_allreduce,
         &coll_ring_allgather, &coll_ring_reduce_scatter, &coll_binomial_broadcast,
         &coll_chain_broadcast, &coll_binomial_reduce, &coll_pairwise_alltoall,
-        &coll_dissemination_barrier};
+        &coll_dissemination_barrier, &coll_hier_allreduce, &coll_hier_allgather,
+        &coll_hier_broadcast};
     size_t n = 0;
     while (coll_algs[n] != NULL)
         n++;
