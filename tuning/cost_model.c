@@ -1,5 +1,6 @@
 /* Alpha-beta-gamma cost of every algorithm chorus can select. */
 #include "tuning/cost_model.h"
+#include "tuning/cost_hier.h"
 #include "tuning/cost_shm.h"
 
 #include <math.h>
@@ -116,6 +117,8 @@ typedef struct {
     const char *name;
     double (*cost)(const tune_model_t *m, double n, int p);
     int node_local;         /* a shared-memory algorithm: prices ranks sharing cores itself */
+    int ring_shaped;        /* a flat algorithm whose flows follow the ring (cost_hier.h) */
+    int spread;             /* a hierarchical algorithm: prices several nodes itself */
 } tune_alg_t;
 
 typedef struct {
@@ -130,30 +133,33 @@ typedef struct {
  */
 static const tune_coll_desc_t tune_colls[TUNE_COLL_COUNT] = {
     [TUNE_COLL_ALLREDUCE] = {
-        .name = "allreduce", .nalgs = 6,
-        .algs = {{.name = "ring", .cost = allreduce_ring},
+        .name = "allreduce", .nalgs = 7,
+        .algs = {{.name = "ring", .cost = allreduce_ring, .ring_shaped = 1},
                  {.name = "rd", .cost = allreduce_rd},
                  {.name = "rabenseifner", .cost = allreduce_rabenseifner},
                  {.name = "shm", .cost = tune_shm_allreduce_flat, .node_local = 1},
                  {.name = "shm_slice", .cost = tune_shm_allreduce_slice, .node_local = 1},
-                 {.name = "shm_cma", .cost = tune_shm_allreduce_cma, .node_local = 1}},
+                 {.name = "shm_cma", .cost = tune_shm_allreduce_cma, .node_local = 1},
+                 {.name = "hier", .cost = tune_hier_allreduce, .spread = 1}},
     },
     [TUNE_COLL_ALLGATHER] = {
-        .name = "allgather", .nalgs = 3,
-        .algs = {{.name = "ring", .cost = allgather_ring},
+        .name = "allgather", .nalgs = 4,
+        .algs = {{.name = "ring", .cost = allgather_ring, .ring_shaped = 1},
                  {.name = "shm", .cost = tune_shm_allgather, .node_local = 1},
-                 {.name = "shm_cma", .cost = tune_shm_allgather_cma, .node_local = 1}},
+                 {.name = "shm_cma", .cost = tune_shm_allgather_cma, .node_local = 1},
+                 {.name = "hier", .cost = tune_hier_allgather, .spread = 1}},
     },
     [TUNE_COLL_BROADCAST] = {
-        .name = "broadcast", .nalgs = 4,
+        .name = "broadcast", .nalgs = 5,
         .algs = {{.name = "binomial", .cost = broadcast_binomial},
-                 {.name = "chain", .cost = broadcast_chain},
+                 {.name = "chain", .cost = broadcast_chain, .ring_shaped = 1},
                  {.name = "shm", .cost = tune_shm_broadcast, .node_local = 1},
-                 {.name = "shm_cma", .cost = tune_shm_broadcast_cma, .node_local = 1}},
+                 {.name = "shm_cma", .cost = tune_shm_broadcast_cma, .node_local = 1},
+                 {.name = "hier", .cost = tune_hier_broadcast, .spread = 1}},
     },
     [TUNE_COLL_REDUCE_SCATTER] = {
         .name = "reduce_scatter", .nalgs = 3,
-        .algs = {{.name = "ring", .cost = reduce_scatter_ring},
+        .algs = {{.name = "ring", .cost = reduce_scatter_ring, .ring_shaped = 1},
                  {.name = "shm", .cost = tune_shm_reduce_scatter, .node_local = 1},
                  {.name = "shm_cma", .cost = tune_shm_reduce_scatter_cma, .node_local = 1}},
     },
@@ -191,6 +197,11 @@ void tune_model_default(tune_model_t *model_p)
     model_p->shm_gamma = TUNE_DEFAULT_SHM_GAMMA;
     model_p->cma_alpha = TUNE_DEFAULT_CMA_ALPHA;
     model_p->cma_beta = TUNE_DEFAULT_CMA_BETA;
+    model_p->nnodes = 0;
+    model_p->local_min = model_p->local_max = 1;
+    model_p->ring_crossings = 1;
+    model_p->net_alpha = TUNE_DEFAULT_NET_ALPHA;
+    model_p->net_beta = TUNE_DEFAULT_NET_BETA;
 }
 
 const char *tune_coll_name(tune_coll_t coll)
@@ -223,6 +234,11 @@ const char *tune_coll_alg(tune_coll_t coll, int i)
     return tune_colls[coll].algs[i].name;
 }
 
+int tune_alg_spread(tune_coll_t coll, int i)
+{
+    return i >= 0 && i < tune_coll_nalgs(coll) && tune_colls[coll].algs[i].spread;
+}
+
 int tune_alg_index(tune_coll_t coll, const char *name)
 {
     for (int i = 0; name != NULL && i < tune_coll_nalgs(coll); i++) {
@@ -234,11 +250,22 @@ int tune_alg_index(tune_coll_t coll, const char *name)
 
 double tune_cost(const tune_model_t *model, tune_coll_t coll, int alg, size_t bytes, int p)
 {
+    const tune_alg_t *a;
+
     if (model == NULL || p < 1 || alg < 0 || alg >= tune_coll_nalgs(coll))
         return -1.0;
+    a = &tune_colls[coll].algs[alg];
+    if (a->spread)
+        return a->cost(model, (double)bytes, p);
+    /* On several nodes a flat algorithm waits for the node links its flows share. */
+    if (!a->node_local && model->nnodes > 1) {
+        tune_model_t flat;
+        tune_hier_flat_model(model, a->ring_shaped, &flat);
+        return a->cost(&flat, (double)bytes, p);
+    }
     /* On one node with more ranks than cores, the network algorithms' ranks share the
      * cores as the shared-memory ones do. */
-    if (!tune_colls[coll].algs[alg].node_local && model->node_local)
-        return tune_shm_share(model, p) * tune_colls[coll].algs[alg].cost(model, (double)bytes, p);
-    return tune_colls[coll].algs[alg].cost(model, (double)bytes, p);
+    if (!a->node_local && model->node_local)
+        return tune_shm_share(model, p) * a->cost(model, (double)bytes, p);
+    return a->cost(model, (double)bytes, p);
 }

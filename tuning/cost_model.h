@@ -28,13 +28,16 @@ typedef enum {
 } tune_coll_t;
 
 /* Most candidate algorithms of any one collective. */
-#define TUNE_ALGS_MAX 6
+#define TUNE_ALGS_MAX 7
 
 /* Defaults: TCP over loopback. */
 #define TUNE_DEFAULT_ALPHA       30e-6            /* 30 us per message */
 #define TUNE_DEFAULT_BETA        (1.0 / 2e9)      /* 2 GB/s on the wire */
 #define TUNE_DEFAULT_GAMMA       (1.0 / 4e9)      /* 4 GB/s reduced */
 #define TUNE_DEFAULT_CHUNK_BYTES ((size_t)256 << 10) /* CHORUS_CHUNK_SIZE's default */
+/* Defaults of a node's network link, used when ranks span nodes: 10 Gb/s Ethernet. */
+#define TUNE_DEFAULT_NET_ALPHA   50e-6            /* 50 us per message */
+#define TUNE_DEFAULT_NET_BETA    (1.0 / 1.25e9)   /* 1.25 GB/s per node */
 
 /*
  * Defaults of the node-local (shared-memory) candidates, fitted to sweeps of
@@ -63,6 +66,13 @@ typedef struct {
     double shm_gamma;       /* seconds per byte reduced */
     double cma_alpha;       /* seconds per cross-memory call */
     double cma_beta;        /* seconds per byte moved by a cross-memory call */
+    /* Ranks on several nodes (cost_hier.h): alpha and beta are then the links within a node. */
+    int nnodes;             /* 0 or 1: one node, or not known */
+    int local_min;          /* ranks on the emptiest node */
+    int local_max;          /* ranks on the fullest node */
+    int ring_crossings;     /* most ring edges leaving one node */
+    double net_alpha;       /* seconds per message between nodes */
+    double net_beta;        /* seconds per byte through one node's network link */
 } tune_model_t;
 
 void tune_model_default(tune_model_t *model_p);
@@ -76,6 +86,8 @@ tune_coll_t tune_coll_from_name(const char *name);
 int tune_coll_nalgs(tune_coll_t coll);
 /* Name of candidate i of coll; NULL when out of range. */
 const char *tune_coll_alg(tune_coll_t coll, int i);
+/* 1 when candidate i of coll is hierarchical (runs on any layout; cost_hier.h). */
+int tune_alg_spread(tune_coll_t coll, int i);
 /* Index of the candidate called name (case-insensitive), or -1. */
 int tune_alg_index(tune_coll_t coll, const char *name);
 

@@ -507,6 +507,23 @@ static const chorus__config_var_t tune_config_vars[] = {
         .parse = chorus__config_parse_double,
         .offset = offsetof(tune_config_t, reduce_gbs),
     },
+    {
+        .name = "CHORUS_TUNE_NET_ALPHA_US",
+        .default_value = "50",
+        .help = "cost model, ranks on several nodes: latency of one message between nodes, "
+                "in microseconds",
+        .parse = chorus__config_parse_double,
+        .offset = offsetof(tune_config_t, net_alpha_us),
+    },
+    {
+        .name = "CHORUS_TUNE_NET_BANDWIDTH_GBS",
+        .default_value = "1.25",
+        .help = "cost model, ranks on several nodes: bandwidth of one node's network link in "
+                "GB/s, shared by the node's ranks (CHORUS_TUNE_BANDWIDTH_GBS is then the link "
+                "between ranks of one node)",
+        .parse = chorus__config_parse_double,
+        .offset = offsetof(tune_config_t, net_bandwidth_gbs),
+    },
 };
 
 const chorus__config_table_t tune_config_table = {
@@ -532,7 +549,19 @@ chorus_status_t tune_model_from_config(const tune_config_t *config, size_t chunk
         chorus_error("invalid CHORUS_TUNE_REDUCE_GBS %g: must be above 0", config->reduce_gbs);
         return CHORUS_ERR_INVALID_ARG;
     }
+    if (!isfinite(config->net_alpha_us) || config->net_alpha_us < 0.0) {
+        chorus_error("invalid CHORUS_TUNE_NET_ALPHA_US %g: must be 0 or more",
+                     config->net_alpha_us);
+        return CHORUS_ERR_INVALID_ARG;
+    }
+    if (!isfinite(config->net_bandwidth_gbs) || config->net_bandwidth_gbs <= 0.0) {
+        chorus_error("invalid CHORUS_TUNE_NET_BANDWIDTH_GBS %g: must be above 0",
+                     config->net_bandwidth_gbs);
+        return CHORUS_ERR_INVALID_ARG;
+    }
     tune_model_default(model_p);
+    model_p->net_alpha = config->net_alpha_us * 1e-6;
+    model_p->net_beta = 1.0 / (config->net_bandwidth_gbs * 1e9);
     model_p->alpha = config->alpha_us * 1e-6;
     model_p->beta = 1.0 / (config->bandwidth_gbs * 1e9);
     model_p->gamma = 1.0 / (config->reduce_gbs * 1e9);
@@ -554,7 +583,9 @@ static chorus_status_t check_runnable(const tune_table_t *t)
             const tune_range_t *r = &t->colls[c].ranges[i];
             int alg = tune_alg_index((tune_coll_t)c, r->alg);
 
-            if (r->user && isinf(tune_cost(&t->model, (tune_coll_t)c, alg, r->lo, t->nranks))) {
+            /* A hierarchical algorithm runs on any layout, only slower where not spread. */
+            if (r->user && !tune_alg_spread((tune_coll_t)c, alg) &&
+                isinf(tune_cost(&t->model, (tune_coll_t)c, alg, r->lo, t->nranks))) {
                 chorus_error("invalid value for CHORUS_TUNE: %s=%s cannot run here (%s)",
                              tune_coll_name((tune_coll_t)c), r->alg,
                              t->model.node_local ? "cross-memory attach is not available"
@@ -579,6 +610,13 @@ int tune_usable_cores(void)
 chorus_status_t tune_table_create_node(const tune_config_t *config, int p, size_t chunk_bytes,
                                        const tune_node_t *node, tune_table_t **table_p)
 {
+    return tune_table_create_job(config, p, chunk_bytes, node, NULL, table_p);
+}
+
+chorus_status_t tune_table_create_job(const tune_config_t *config, int p, size_t chunk_bytes,
+                                      const tune_node_t *node, const tune_spread_t *spread,
+                                      tune_table_t **table_p)
+{
     tune_model_t model;
     tune_table_t *table;
     chorus_status_t status;
@@ -591,6 +629,12 @@ chorus_status_t tune_table_create_node(const tune_config_t *config, int p, size_
         model.node_cma = node->cma;
         model.shm_slot = node->slot_bytes;
         model.node_cores = node->cores;
+    }
+    if (spread != NULL && spread->nnodes > 1) {
+        model.nnodes = spread->nnodes;
+        model.local_min = spread->local_min;
+        model.local_max = spread->local_max;
+        model.ring_crossings = spread->ring_crossings;
     }
     status = tune_table_build(&model, p, &table);
     if (status != CHORUS_OK)

@@ -70,6 +70,8 @@ typedef struct {
     double alpha_us;            /* CHORUS_TUNE_ALPHA_US */
     double bandwidth_gbs;       /* CHORUS_TUNE_BANDWIDTH_GBS */
     double reduce_gbs;          /* CHORUS_TUNE_REDUCE_GBS */
+    double net_alpha_us;        /* CHORUS_TUNE_NET_ALPHA_US */
+    double net_bandwidth_gbs;   /* CHORUS_TUNE_NET_BANDWIDTH_GBS */
 } tune_config_t;
 
 extern const chorus__config_table_t tune_config_table;
@@ -95,5 +97,18 @@ int tune_usable_cores(void);
 /* tune_table_create for ranks on one node (node NULL: on several). */
 chorus_status_t tune_table_create_node(const tune_config_t *config, int p, size_t chunk_bytes,
                                        const tune_node_t *node, tune_table_t **table_p);
+
+/* Where the ranks span nodes: the shape of the job's layout (topology/layout.h). */
+typedef struct {
+    int nnodes;
+    int local_min;              /* ranks on the emptiest node */
+    int local_max;              /* ranks on the fullest node */
+    int ring_crossings;         /* most ring edges leaving one node */
+} tune_spread_t;
+
+/* tune_table_create_node, and when spread says so, priced for several nodes. */
+chorus_status_t tune_table_create_job(const tune_config_t *config, int p, size_t chunk_bytes,
+                                      const tune_node_t *node, const tune_spread_t *spread,
+                                      tune_table_t **table_p);
 
 #endif

@@ -2,7 +2,7 @@
  * chorus-info: what this build of chorus contains and how it is configured.
  *   chorus-info              version, features, transports, kernel ISA
  *   chorus-info -c           every configuration variable: value, default, help
- *   chorus-info --tune [-n N] [--nodes one|many] the algorithm selection table for N ranks
+ *   chorus-info --tune [-n N] [--nodes one|many|LIST] the algorithm selection table
  *   chorus-info --topo [FILE] this node's map (or the one in FILE or CHORUS_TOPO_FILE)
  *   chorus-info --man-config the variables as roff, for chorus(7)
  */
@@ -14,6 +14,7 @@
 #include "config.h"
 #include "core/core_config.h"
 #include "reduce/reduce.h"
+#include "topology/layout.h"
 #include "topology/topo.h"
 #include "transports/base/transport.h"
 #include "transports/shm/shm.h"
@@ -22,13 +23,14 @@
 
 static void usage(FILE *out)
 {
-    fputs("usage: chorus-info [-c | --config] [--tune [-n RANKS] [--nodes one|many]] "
+    fputs("usage: chorus-info [-c | --config] [--tune [-n RANKS] [--nodes one|many|LIST]] "
           "[--topo [FILE]] [--man-config] [-h]\n"
           "  (no option)   version, built-in features, transports, kernel ISA\n"
           "  -c, --config  every configuration variable with its value, default and help\n"
           "  --tune        the algorithm selection table (cost-model estimates) for RANKS ranks\n"
           "                (default: CHORUS_SIZE, else 4) on one node (shared memory, the\n"
-          "                default) or spread over many nodes (--nodes many)\n"
+          "                default), one rank on each of many nodes (--nodes many), or\n"
+          "                LIST ranks per node, e.g. --nodes 2,2 (RANKS is then their sum)\n"
           "  --topo [FILE] this node's packages, caches, GPUs, NICs, their distances and\n"
           "                NVLinks; from FILE (hwloc XML) or CHORUS_TOPO_FILE when given\n"
           "  --man-config  the variables as roff source, for chorus(7)\n", out);
@@ -54,12 +56,34 @@ static void print_summary(void)
     printf("\n");
 }
 
-static int print_tune(int ranks, int node_local)
+/* The job's nodes as a LIST gives them: the layout printed, and its shape for the model. */
+static int tune_layout(const char *list, int *ranks, tune_spread_t *spread)
+{
+    topo_layout_t *l;
+    char shape[256];
+
+    if (topo_layout_parse(list, &l) != CHORUS_OK)
+        return 1;
+    *ranks = l->size;
+    spread->nnodes = l->nnodes;
+    spread->local_min = l->local_min;
+    spread->local_max = l->local_max;
+    spread->ring_crossings = l->ring_crossings;
+    topo_layout_shape(l, shape, sizeof(shape));
+    printf("# %d ranks on %d nodes (ranks per node %s), consecutive ranks sharing a node\n",
+           l->size, l->nnodes, shape);
+    topo_layout_print(stdout, l, NULL, "#   ");
+    topo_layout_free(l);
+    return 0;
+}
+
+static int print_tune(int ranks, int node_local, const char *list)
 {
     chorus__core_config_t core;
     tune_config_t tcfg;
     shm_config_t scfg;
     tune_node_t node;
+    tune_spread_t spread = {0};
     tune_table_t *table;
 
     if (chorus__config_read(&chorus__core_config_table, &core) != CHORUS_OK ||
@@ -70,8 +94,13 @@ static int print_tune(int ranks, int node_local)
     node.cma = scfg.cma;
     node.slot_bytes = scfg.slot_bytes;
     node.cores = tune_usable_cores();
-    if (tune_table_create_node(&tcfg, ranks, core.chunk_bytes,
-                               node_local && scfg.enabled ? &node : NULL, &table) != CHORUS_OK)
+    if (list != NULL && tune_layout(list, &ranks, &spread) != 0)
+        return 2;
+    if (spread.nnodes == 1)
+        node_local = 1;
+    if (tune_table_create_job(&tcfg, ranks, core.chunk_bytes,
+                              node_local && scfg.enabled ? &node : NULL, &spread,
+                              &table) != CHORUS_OK)
         return 1;
     tune_table_print(stdout, table);
     tune_table_destroy(table);
@@ -102,6 +131,7 @@ static int print_topo(const char *file)
 int main(int argc, char **argv)
 {
     int ranks = 0, tune = 0, node_local = 1;
+    const char *list = NULL;
 
     chorus__log_init();
     for (int i = 1; i < argc; i++) {
@@ -124,8 +154,13 @@ int main(int argc, char **argv)
         } else if (!strcmp(argv[i], "--nodes") && i + 1 < argc) {
             node_local = !strcmp(argv[++i], "one");
             if (!node_local && strcmp(argv[i], "many") != 0) {
-                fprintf(stderr, "chorus-info: --nodes takes 'one' or 'many', not '%s'\n", argv[i]);
-                return 2;
+                if (strspn(argv[i], "0123456789,") != strlen(argv[i])) {
+                    fprintf(stderr, "chorus-info: --nodes takes 'one', 'many' or ranks per "
+                            "node such as 2,2, not '%s'\n", argv[i]);
+                    return 2;
+                }
+                list = argv[i];
+                node_local = 0;
             }
         } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             usage(stdout);
@@ -140,7 +175,7 @@ int main(int argc, char **argv)
         const char *size = getenv("CHORUS_SIZE");
         if (ranks == 0)
             ranks = size && atoi(size) > 0 ? atoi(size) : 4;
-        return print_tune(ranks, node_local);
+        return print_tune(ranks, node_local, list);
     }
     print_summary();
     return 0;

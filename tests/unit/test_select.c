@@ -117,11 +117,11 @@ Test(cost, names_and_bad_arguments)
     cr_assert_eq(tune_coll_from_name(NULL), TUNE_COLL_COUNT);
     cr_assert_str_eq(tune_coll_name(TUNE_COLL_ALLTOALL), "alltoall");
     cr_assert_null(tune_coll_name(TUNE_COLL_COUNT));
-    cr_assert_eq(tune_coll_nalgs(TUNE_COLL_ALLREDUCE), 6);
+    cr_assert_eq(tune_coll_nalgs(TUNE_COLL_ALLREDUCE), 7);
     cr_assert_eq(tune_alg_index(TUNE_COLL_BROADCAST, "ring"), -1);
     cr_assert_eq(tune_alg_index(TUNE_COLL_ALLREDUCE, "Rabenseifner"), 2);
     cr_assert_null(tune_coll_alg(TUNE_COLL_BARRIER, 2));
-    cr_assert_lt(tune_cost(&m, TUNE_COLL_ALLREDUCE, 6, 8, 4), 0.0);
+    cr_assert_lt(tune_cost(&m, TUNE_COLL_ALLREDUCE, 7, 8, 4), 0.0);
     cr_assert_lt(tune_cost(&m, TUNE_COLL_COUNT, 0, 8, 4), 0.0);
     cr_assert_lt(tune_cost(&m, TUNE_COLL_ALLREDUCE, 0, 8, 0), 0.0);
 }
@@ -453,7 +453,7 @@ Test(config, defaults_match_the_model)
     tune_model_t m, def = default_model();
 
     unset_tune_env();
-    cr_assert_eq(tune_config_table.count, 4);
+    cr_assert_eq(tune_config_table.count, 6);
     cr_assert_str_eq(tune_config_table.vars[0].name, "CHORUS_TUNE");
     cr_assert_eq(chorus__config_read(&tune_config_table, &cfg), CHORUS_OK);
     cr_assert_str_eq(cfg.tune.s, "");
@@ -461,6 +461,8 @@ Test(config, defaults_match_the_model)
     assert_close(m.alpha, def.alpha);
     assert_close(m.beta, def.beta);
     assert_close(m.gamma, def.gamma);
+    assert_close(m.net_alpha, def.net_alpha);
+    assert_close(m.net_beta, def.net_beta);
     cr_assert_eq(m.chunk_bytes, def.chunk_bytes);
     cr_assert_eq(tune_model_from_config(&cfg, 4096, &m), CHORUS_OK);
     cr_assert_eq(m.chunk_bytes, 4096);
@@ -485,7 +487,8 @@ Test(config, environment_reaches_the_table)
 
 Test(config, bad_values_are_rejected)
 {
-    tune_config_t cfg = {.alpha_us = 30, .bandwidth_gbs = 2, .reduce_gbs = 4};
+    tune_config_t cfg = {.alpha_us = 30, .bandwidth_gbs = 2, .reduce_gbs = 4,
+                         .net_alpha_us = 50, .net_bandwidth_gbs = 1.25};
     tune_model_t m;
     tune_table_t *t = NULL;
 
@@ -498,6 +501,13 @@ Test(config, bad_values_are_rejected)
     cfg.alpha_us = -5;
     cr_assert_eq(tune_model_from_config(&cfg, 0, &m), CHORUS_ERR_INVALID_ARG);
     cfg.alpha_us = 30;
+    cfg.net_bandwidth_gbs = 0;
+    cr_assert_eq(tune_model_from_config(&cfg, 0, &m), CHORUS_ERR_INVALID_ARG);
+    cfg.net_bandwidth_gbs = 1.25;
+    cfg.net_alpha_us = NAN;
+    cr_assert_eq(tune_model_from_config(&cfg, 0, &m), CHORUS_ERR_INVALID_ARG);
+    cfg.net_alpha_us = 50;
+    cr_assert_eq(tune_model_from_config(&cfg, 0, &m), CHORUS_OK);
     snprintf(cfg.tune.s, sizeof(cfg.tune.s), "allreduce=nope");
     cr_assert_eq(tune_table_create(&cfg, 4, 0, &t), CHORUS_ERR_INVALID_ARG);
     cr_assert_null(t);
@@ -545,5 +555,101 @@ Test(config, node_local_table)
     cr_assert_eq(tune_table_create_node(&cfg, 4, 0, &node, &t), CHORUS_ERR_INVALID_ARG);
     node.cma = 1;
     cr_assert_eq(tune_table_create_node(&cfg, 4, 0, &node, &t), CHORUS_OK);
+    tune_table_destroy(t);
+}
+
+/* ---- ranks on several nodes ---------------------------------------------- */
+
+static tune_table_t *spread_table(int p, int nnodes, int lmin, int lmax, int crossings)
+{
+    tune_config_t cfg;
+    tune_spread_t spread = {nnodes, lmin, lmax, crossings};
+    tune_table_t *t = NULL;
+
+    unset_tune_env();
+    cr_assert_eq(chorus__config_read(&tune_config_table, &cfg), CHORUS_OK);
+    cr_assert_eq(tune_table_create_job(&cfg, p, 0, NULL, &spread, &t), CHORUS_OK);
+    return t;
+}
+
+/* Two nodes of two ranks: the hierarchical algorithms carry large vectors, by default. */
+Test(spread, hierarchical_chosen_for_large_vectors)
+{
+    tune_table_t *t = spread_table(4, 2, 2, 2, 1);
+
+    cr_assert_str_eq(tune_table_lookup(t, TUNE_COLL_ALLREDUCE, 64 << 20), "hier");
+    cr_assert_str_eq(tune_table_lookup(t, TUNE_COLL_ALLGATHER, 64 << 20), "hier");
+    cr_assert_str_eq(tune_table_lookup(t, TUNE_COLL_ALLREDUCE, 8), "rd");
+    /* Nothing hierarchical for the collectives that have no such algorithm. */
+    cr_assert_str_eq(tune_table_lookup(t, TUNE_COLL_REDUCE_SCATTER, 64 << 20), "ring");
+    tune_table_destroy(t);
+    /* Uneven nodes (3,2,1) and many nodes of two (8 x 2) too. */
+    t = spread_table(6, 3, 1, 3, 1);
+    cr_assert_str_eq(tune_table_lookup(t, TUNE_COLL_ALLREDUCE, 256 << 20), "hier");
+    tune_table_destroy(t);
+    t = spread_table(16, 8, 2, 2, 1);
+    cr_assert_str_eq(tune_table_lookup(t, TUNE_COLL_ALLREDUCE, 64 << 20), "hier");
+    tune_table_destroy(t);
+}
+
+/* One rank per node, or one node: the hierarchical candidates cannot help and are never chosen. */
+Test(spread, not_chosen_without_nodes_of_several_ranks)
+{
+    tune_model_t m = default_model();
+    int hier = tune_alg_index(TUNE_COLL_ALLREDUCE, "hier");
+    tune_table_t *t = spread_table(3, 3, 1, 1, 1);
+
+    for (int c = 0; c < TUNE_COLL_COUNT; c++) {
+        for (size_t i = 0; i < t->colls[c].count; i++)
+            cr_assert_str_neq(t->colls[c].ranges[i].alg, "hier");
+    }
+    tune_table_destroy(t);
+    cr_assert(isinf(tune_cost(&m, TUNE_COLL_ALLREDUCE, hier, 1 << 20, 4)));
+    cr_assert(tune_alg_spread(TUNE_COLL_ALLREDUCE, hier));
+    cr_assert(!tune_alg_spread(TUNE_COLL_ALLREDUCE, 0));
+}
+
+/*
+ * A flat ring on several nodes goes at the speed of the node links its
+ * edges share; the hierarchical allreduce sends 2 (N-1)/N of the vector
+ * through each node link, so at large sizes it approaches 1.5x on 2 x 2.
+ */
+Test(spread, flat_algorithms_pay_the_node_link)
+{
+    tune_model_t m = default_model();
+    int ring = tune_alg_index(TUNE_COLL_ALLREDUCE, "ring");
+    int hier = tune_alg_index(TUNE_COLL_ALLREDUCE, "hier");
+    double n = (double)(1 << 30), A = 50e-6, B = 1.0 / 0.125e9;
+    double r;
+
+    m.nnodes = 2;
+    m.local_min = m.local_max = 2;
+    m.ring_crossings = 1;
+    m.net_alpha = A;
+    m.net_beta = B;
+    m.gamma = 0.0;
+    assert_close(tune_cost(&m, TUNE_COLL_ALLREDUCE, ring, (size_t)n, 4),
+                 6 * A + 1.5 * n * B);
+    r = tune_cost(&m, TUNE_COLL_ALLREDUCE, ring, (size_t)n, 4) /
+        tune_cost(&m, TUNE_COLL_ALLREDUCE, hier, (size_t)n, 4);
+    cr_assert(r > 1.45 && r <= 1.5, "ring / hier = %g", r);
+    /* Ranks placed round robin: every ring edge leaves its node, two per link. */
+    m.ring_crossings = 2;
+    assert_close(tune_cost(&m, TUNE_COLL_ALLREDUCE, ring, (size_t)n, 4),
+                 6 * A + 1.5 * n * 2 * B);
+}
+
+/* A hierarchical override runs anywhere (the builders take any layout). */
+Test(spread, hierarchical_override_allowed_on_one_node)
+{
+    tune_config_t cfg;
+    tune_node_t node = {.cma = 1, .slot_bytes = 256 << 10};
+    tune_table_t *t = NULL;
+
+    unset_tune_env();
+    cr_assert_eq(chorus__config_read(&tune_config_table, &cfg), CHORUS_OK);
+    snprintf(cfg.tune.s, sizeof(cfg.tune.s), "allreduce=hier,broadcast=hier");
+    cr_assert_eq(tune_table_create_node(&cfg, 4, 0, &node, &t), CHORUS_OK);
+    cr_assert_str_eq(tune_table_lookup(t, TUNE_COLL_ALLREDUCE, 64), "hier");
     tune_table_destroy(t);
 }
