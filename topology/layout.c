@@ -146,6 +146,8 @@ chorus_status_t topo_layout_parse(const char *ranks_per_node, topo_layout_t **la
         long k;
         int *grown;
 
+        if (*p < '0' || *p > '9')
+            goto bad;
         errno = 0;
         k = strtol(p, &end, 10);
         if (errno != 0 || end == p || k < 1 || k > 4096 || size + k > 65536 ||
