@@ -3,7 +3,7 @@
 # namespaces.
 #
 # usage (as root):
-#   testbed.sh [--nodes N] [--ranks-per-node K|K0,K1,..] [--rate RATE]
+#   testbed.sh [--nodes N] [--ranks-per-node K|K0,K1,..] [--cyclic] [--rate RATE]
 #              [--build DIR] [--timeout S] [--quiet] -- COMMAND ARGS...
 #   testbed.sh [--nodes N] [--rate RATE] [--timeout S] --harness -- COMMAND ARGS...
 #   testbed.sh --cleanup
@@ -17,6 +17,9 @@
 #   --ranks-per-node K  ranks on every node (default 1), or one count per node
 #                       (3,2,1: three ranks on the first node, ...); ranks are
 #                       numbered node by node, so rank 0 is on the first node
+#   --cyclic            deal the ranks round robin over the nodes instead (rank 0
+#                       on the first node, rank 1 on the second, ...), as
+#                       launchers placing by slot do
 #   --rate RATE         shape both directions of every node's link with tbf,
 #                       e.g. 1gbit, 200mbit, 500kbit (default: unshaped)
 #   --build DIR         a chorus build directory: COMMAND is looked up in
@@ -55,13 +58,14 @@ RATE=
 BUILD=
 TIMEOUT=300
 QUIET=0
+CYCLIC=0
 HARNESS=0
 NS_MADE=()
 PIDS=()
 TMP=
 
 die() { echo "testbed: $*" >&2; exit 1; }
-usage() { echo "testbed: $*" >&2; echo "usage: testbed.sh [--nodes N] [--ranks-per-node K]" \
+usage() { echo "testbed: $*" >&2; echo "usage: testbed.sh [--nodes N] [--ranks-per-node K] [--cyclic]" \
     "[--rate RATE] [--build DIR] [--timeout S] [--quiet] [--harness] -- COMMAND ARGS..." \
     "| --cleanup" >&2; exit 2; }
 
@@ -233,21 +237,36 @@ run_harness() {
     return "${RCS[0]}"
 }
 
+# NODE_OF[r], the node of each of the $1 ranks: node by node, or dealt round
+# robin over the nodes with room left (--cyclic). Rank 0 is on node 0 either way.
+place_ranks() {
+    local r i=0 left=("${COUNTS[@]}")
+    NODE_OF=()
+    for ((r = 0; r < $1; r++)); do
+        if [ "$CYCLIC" -eq 1 ]; then
+            [ "$r" -eq 0 ] || i=$(((i + 1) % NODES))
+            while [ "${left[$i]}" -eq 0 ]; do i=$(((i + 1) % NODES)); done
+        else
+            while [ "${left[$i]}" -eq 0 ]; do i=$((i + 1)); done
+        fi
+        left[i]=$((left[i] - 1))
+        NODE_OF+=("$i")
+    done
+}
+
 run_ranks() {
-    local size=0 r=0 i j addr="$NET.1:$PORT"
+    local size=0 r i addr="$NET.1:$PORT"
     for i in "${COUNTS[@]}"; do size=$((size + i)); done
     CHORUS_SECRET=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
     export CHORUS_SECRET
     echo "testbed: $NODES nodes, ranks ${COUNTS[*]}, ${RATE:+links at $RATE, }$*" >&2
-    for ((i = 0; i < NODES; i++)); do
-        for ((j = 0; j < COUNTS[i]; j++)); do
-            setsid ip netns exec "$ID-n$i" env CHORUS_RANK=$r CHORUS_SIZE=$size \
-                CHORUS_ADDR="$addr" CHORUS_IFADDR="$NET.$((i + 1))" "$@" \
-                > "$TMP/rank$r" 2>&1 < /dev/null &
-            PIDS+=($!)
-            NODE_OF+=("$i")
-            r=$((r + 1))
-        done
+    place_ranks "$size"
+    for ((r = 0; r < size; r++)); do
+        i=${NODE_OF[$r]}
+        setsid ip netns exec "$ID-n$i" env CHORUS_RANK=$r CHORUS_SIZE=$size \
+            CHORUS_ADDR="$addr" CHORUS_IFADDR="$NET.$((i + 1))" "$@" \
+            > "$TMP/rank$r" 2>&1 < /dev/null &
+        PIDS+=($!)
     done
     wait_all
     local rc=$?
@@ -272,6 +291,7 @@ parse_args() {
             --build) BUILD=${2:-}; shift ;;
             --timeout) TIMEOUT=${2:-}; shift ;;
             --quiet) QUIET=1 ;;
+            --cyclic) CYCLIC=1 ;;
             --harness) HARNESS=1 ;;
             --cleanup) CLEANUP=1 ;;
             -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d'; exit 0 ;;
