@@ -85,3 +85,25 @@ double tune_hier_broadcast(const tune_model_t *m, double n, int p)
         return 0.0;
     return spread(m) ? latency + overlapped(local, net, piece > 0 ? c / piece : 1.0) : INFINITY;
 }
+
+/*
+ * n is the whole input, p blocks. Each rank sends the blocks of its node's
+ * other ranks to them and the other nodes' blocks it does not reduce to the
+ * local rank that does; the reducers send one partial per block to its
+ * owner, so each node link carries the other nodes' blocks once. Both stages
+ * and the reductions run chunk by chunk, so they overlap but for one chunk.
+ */
+double tune_hier_reduce_scatter(const tune_model_t *m, double n, int p)
+{
+    double L = m->local_max, G = m->nnodes, block = n / p;
+    double c = m->chunk_bytes ? (double)m->chunk_bytes : block;
+    double reduced = (L - 1) * (p - L) / L + (L - 1) + (G - 1);
+    double local = (L - 1) * block * m->beta + (L - 1) * (p - L) / L * block * m->beta
+                   + reduced * block * m->gamma;
+    double net = (G - 1) * L * block * m->net_beta;
+    double latency = (L - 1) * m->alpha + (G - 1) * m->net_alpha;
+
+    if (p == 1)
+        return 0.0;
+    return spread(m) ? latency + overlapped(local, net, block > 0 ? c / block : 1.0) : INFINITY;
+}

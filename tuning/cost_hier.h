@@ -21,5 +21,6 @@ void tune_hier_flat_model(const tune_model_t *m, int ring_shaped, tune_model_t *
 double tune_hier_allreduce(const tune_model_t *m, double n, int p);
 double tune_hier_allgather(const tune_model_t *m, double n, int p);
 double tune_hier_broadcast(const tune_model_t *m, double n, int p);
+double tune_hier_reduce_scatter(const tune_model_t *m, double n, int p);
 
 #endif

@@ -158,10 +158,11 @@ static const tune_coll_desc_t tune_colls[TUNE_COLL_COUNT] = {
                  {.name = "hier", .cost = tune_hier_broadcast, .spread = 1}},
     },
     [TUNE_COLL_REDUCE_SCATTER] = {
-        .name = "reduce_scatter", .nalgs = 3,
+        .name = "reduce_scatter", .nalgs = 4,
         .algs = {{.name = "ring", .cost = reduce_scatter_ring, .ring_shaped = 1},
                  {.name = "shm", .cost = tune_shm_reduce_scatter, .node_local = 1},
-                 {.name = "shm_cma", .cost = tune_shm_reduce_scatter_cma, .node_local = 1}},
+                 {.name = "shm_cma", .cost = tune_shm_reduce_scatter_cma, .node_local = 1},
+                 {.name = "hier", .cost = tune_hier_reduce_scatter, .spread = 1}},
     },
     [TUNE_COLL_REDUCE] = {
         .name = "reduce", .nalgs = 4,

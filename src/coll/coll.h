@@ -207,6 +207,7 @@ extern const coll_alg_t coll_dissemination_barrier;
 extern const coll_alg_t coll_hier_allreduce;
 extern const coll_alg_t coll_hier_allgather;
 extern const coll_alg_t coll_hier_broadcast;
+extern const coll_alg_t coll_hier_reduce_scatter;
 extern const coll_alg_t coll_shm_algs[];              /* coll_shm_algs.c, ends with name NULL */
 
 #endif

@@ -40,6 +40,7 @@ const coll_alg_t *const coll_algs[] = {
     &coll_hier_allreduce,
     &coll_ring_allgather,
     &coll_ring_reduce_scatter,
+    &coll_hier_reduce_scatter,
     &coll_binomial_broadcast,
     &coll_chain_broadcast,
     &coll_binomial_reduce,

@@ -37,6 +37,7 @@ static const struct {
     {&coll_hier_allreduce, COLL_ALLREDUCE},
     {&coll_hier_allgather, COLL_ALLGATHER},
     {&coll_hier_broadcast, COLL_BROADCAST},
+    {&coll_hier_reduce_scatter, COLL_REDUCE_SCATTER},
 };
 #define NALGS (sizeof(hier_algs) / sizeof(hier_algs[0]))
 
@@ -217,40 +218,65 @@ static int guards_intact(const unsigned char *buf, size_t bytes)
     return 1;
 }
 
+static int reduces(coll_type_t coll)
+{
+    return coll == COLL_ALLREDUCE || coll == COLL_REDUCE_SCATTER;
+}
+
 /* Rank r's input element i (asked only of ranks that have input). */
 static double input_of(const world_t *w, int r, size_t i)
 {
-    if (w->coll == COLL_ALLREDUCE)
+    if (reduces(w->coll))
         return reduce_input(w->op, w->dt, w->p, r, i);
     return rank_val(w->dt, r, i);
 }
 
 /* Element k of rank r's recvbuf after the call. */
-static double expected_of(const world_t *w, size_t k)
+static double expected_of(const world_t *w, int r, size_t k)
 {
     switch (w->coll) {
     case COLL_ALLGATHER: return rank_val(w->dt, (int)(k / w->count), k % w->count);
     case COLL_BROADCAST: return rank_val(w->dt, w->root, k);
     case COLL_ALLREDUCE: return reduce_expected(w->op, w->dt, w->p, k);
+    /* Block r of the reduction of every rank's p blocks. */
+    case COLL_REDUCE_SCATTER: return reduce_expected(w->op, w->dt, w->p, (size_t)r * w->count + k);
     default: cr_assert_fail("no expectation for %s", coll_type_name(w->coll));
     }
     return 0;
 }
 
+/* reduce_scatter in place: recvbuf is block r of sendbuf, which holds all p blocks. */
+static int rs_in_place(const world_t *w)
+{
+    return w->inplace && w->coll == COLL_REDUCE_SCATTER;
+}
+
+/* Rank r's buffers as the call passes them: sets recv[r], returns sendbuf (NULL: none). */
+static unsigned char *world_buffers(world_t *w, int r, int has_input)
+{
+    unsigned char *send;
+
+    if (rs_in_place(w)) {
+        send = guarded_alloc(w->send_bytes);
+        w->recv[r] = send + (size_t)r * w->recv_bytes;
+        return send;
+    }
+    w->recv[r] = guarded_alloc(w->recv_bytes);
+    if (w->inplace)     /* allgather in place: sendbuf is this rank's block of recvbuf */
+        return w->recv[r] + (w->coll == COLL_ALLGATHER ? (size_t)r * w->send_bytes : 0);
+    /* Out of place, ranks without input pass no sendbuf. */
+    return has_input ? guarded_alloc(w->send_bytes) : NULL;
+}
+
 static void world_setup_rank(world_t *w, int r)
 {
     int has_input = w->coll != COLL_BROADCAST || r == w->root;
-    int separate = !w->inplace && has_input;
-    unsigned char *send = NULL;
+    unsigned char *send = world_buffers(w, r, has_input);
 
-    w->recv[r] = guarded_alloc(w->recv_bytes);
-    if (w->inplace)     /* allgather in place: sendbuf is this rank's block of recvbuf */
-        send = w->recv[r] + (w->coll == COLL_ALLGATHER ? (size_t)r * w->send_bytes : 0);
-    else if (separate)  /* out of place, ranks without input pass no sendbuf */
-        send = guarded_alloc(w->send_bytes);
-    for (size_t i = 0; has_input && i < w->count; i++)
+    for (size_t i = 0; has_input && i < w->send_bytes / w->esize; i++)
         put(w->dt, send, i, input_of(w, r, i));
-    if (separate) {
+    /* Kept to check that sendbuf (reduce_scatter in place: but for block r) stays as given. */
+    if ((!w->inplace && has_input) || rs_in_place(w)) {
         w->orig[r] = malloc(w->send_bytes + 2 * GUARD_BYTES);
         cr_assert_not_null(w->orig[r]);
         memcpy(w->orig[r], send - GUARD_BYTES, w->send_bytes + 2 * GUARD_BYTES);
@@ -268,7 +294,8 @@ static void world_free(world_t *w)
         if (w->orig[r] != NULL)
             guarded_free(w->send[r]);
         free(w->orig[r]);
-        guarded_free(w->recv[r]);
+        if (!rs_in_place(w))    /* else part of sendbuf */
+            guarded_free(w->recv[r]);
     }
 }
 
@@ -288,23 +315,34 @@ static int world_run(world_t *w)
     return sched_sim_run_opts(w->alg, w->args, w->p, &opts, NULL);
 }
 
+/* sendbuf and its guards are as given, but for block r when it is recvbuf (in place). */
+static int send_intact(const world_t *w, int r)
+{
+    const unsigned char *now = w->send[r] - GUARD_BYTES, *was = w->orig[r];
+    size_t total = w->send_bytes + 2 * GUARD_BYTES;
+    size_t head = rs_in_place(w) ? GUARD_BYTES + (size_t)r * w->recv_bytes : total;
+    size_t tail = rs_in_place(w) ? head + w->recv_bytes : total;
+
+    return memcmp(now, was, head) == 0 && memcmp(now + tail, was + tail, total - tail) == 0;
+}
+
 static void world_check(const world_t *w)
 {
     size_t nrecv = w->recv_bytes / w->esize;
 
     for (int r = 0; r < w->p; r++) {
         for (size_t k = 0; k < nrecv; k++) {
-            double got = get(w->dt, w->recv[r], k), want = expected_of(w, k);
+            double got = get(w->dt, w->recv[r], k), want = expected_of(w, r, k);
 
             if (got != want)
                 cr_assert_fail(CASE_FMT ": rank %d element %zu is %g, expected %g",
                                CASE_ARGS(w), r, k, got, want);
         }
-        cr_assert(guards_intact(w->recv[r], w->recv_bytes),
+        /* In place, reduce_scatter's recvbuf lies inside sendbuf, whose guards are checked. */
+        cr_assert(rs_in_place(w) || guards_intact(w->recv[r], w->recv_bytes),
                   CASE_FMT ": guard bytes around recvbuf of rank %d changed", CASE_ARGS(w), r);
         if (w->orig[r] != NULL)
-            cr_assert(memcmp(w->send[r] - GUARD_BYTES, w->orig[r],
-                             w->send_bytes + 2 * GUARD_BYTES) == 0,
+            cr_assert(send_intact(w, r),
                       CASE_FMT ": sendbuf of rank %d or its guards changed", CASE_ARGS(w), r);
     }
 }
@@ -317,8 +355,8 @@ static void run_case(size_t a, const topo_layout_t *l, const char *lname, size_t
                  .dt = dt, .op = op};
 
     w.esize = chorus_dtype_size(dt);
-    w.send_bytes = count * w.esize;
-    w.recv_bytes = w.send_bytes * (w.coll == COLL_ALLGATHER ? (size_t)w.p : 1);
+    w.send_bytes = count * w.esize * (w.coll == COLL_REDUCE_SCATTER ? (size_t)w.p : 1);
+    w.recv_bytes = count * w.esize * (w.coll == COLL_ALLGATHER ? (size_t)w.p : 1);
     for (int r = 0; r < w.p; r++)
         world_setup_rank(&w, r);
     cr_assert_eq(world_run(&w), 0, CASE_FMT ": the simulation failed", CASE_ARGS(&w));
@@ -335,7 +373,7 @@ static int nroots(size_t a, int p)
 
 static int nops(size_t a)
 {
-    return hier_algs[a].coll == COLL_ALLREDUCE ? CHORUS_OP_COUNT : 1;
+    return reduces(hier_algs[a].coll) ? CHORUS_OP_COUNT : 1;
 }
 
 static void sweep_layout(size_t a, size_t k, int big)
@@ -375,12 +413,18 @@ Test(hier_algs, large_count_float32)
 
 /* ---- bytes that cross nodes --------------------------------------------------------- */
 
+/* 1 when one of the call's buffers holds a block per rank (then both are made that large). */
+static int blocks_per_rank(size_t a)
+{
+    return hier_algs[a].coll == COLL_ALLGATHER || hier_algs[a].coll == COLL_REDUCE_SCATTER;
+}
+
 /* Sum over every rank's schedule of the bytes it sends to ranks on other nodes. */
 static size_t cross_node_bytes(size_t a, const topo_layout_t *l, size_t count,
                                chorus_dtype_t dt, int root, size_t chunk_bytes)
 {
     size_t esize = chorus_dtype_size(dt), total = 0;
-    size_t bytes = count * esize * (hier_algs[a].coll == COLL_ALLGATHER ? (size_t)l->size : 1);
+    size_t bytes = count * esize * (blocks_per_rank(a) ? (size_t)l->size : 1);
     unsigned char *send = calloc(1, bytes + 1), *recv = calloc(1, bytes + 1);
 
     cr_assert(send != NULL && recv != NULL);
@@ -413,13 +457,18 @@ static size_t cross_node_bytes(size_t a, const topo_layout_t *l, size_t count,
 /* What each algorithm must send across nodes; SIZE_MAX where no rule is written down yet. */
 static size_t cross_node_expected(size_t a, const topo_layout_t *l, size_t count, size_t esize)
 {
-    size_t others = (size_t)l->nnodes - 1;
+    size_t others = (size_t)l->nnodes - 1, foreign = 0;
 
     switch (hier_algs[a].coll) {
     /* One ring per shard among the nodes: each sends and receives 2 (N-1)/N of it. */
     case COLL_ALLREDUCE: return 2 * others * count * esize;
     case COLL_ALLGATHER: return others * (size_t)l->size * count * esize;
     case COLL_BROADCAST: return others * count * esize;
+    /* Each node sends each block of a rank on another node once, reduced over the node. */
+    case COLL_REDUCE_SCATTER:
+        for (int n = 0; n < l->nnodes; n++)
+            foreign += (size_t)(l->size - topo_layout_node_size(l, n));
+        return foreign * count * esize;
     default: return SIZE_MAX;
     }
 }
@@ -453,23 +502,25 @@ Test(hier_algs, each_byte_crosses_to_each_node_once)
                     }
             topo_layout_free(l);
         }
-    /* allgather and broadcast always have a rule. */
-    cr_assert_geq(checked, 2);
+    /* allgather, broadcast and reduce_scatter always have a rule. */
+    cr_assert_geq(checked, 3);
 }
 
 /*
- * Bytes each rank receives from other nodes, summed over every rank's
- * schedule by the sender (in[r]). The receiving side of the spread is the
- * part a leader-based scheme would get wrong.
+ * Bytes each rank receives from other nodes (in[r]) and sends to them
+ * (out[r]), summed over every rank's schedule. The receiving side of the
+ * spread is the part a leader-based scheme would get wrong for allgather and
+ * broadcast, the sending side for reduce_scatter.
  */
 static void cross_node_in(size_t a, const topo_layout_t *l, size_t count, int root,
-                          size_t in[SCHED_SIM_MAX_RANKS])
+                          size_t in[SCHED_SIM_MAX_RANKS], size_t out[SCHED_SIM_MAX_RANKS])
 {
-    size_t bytes = count * 4 * (hier_algs[a].coll == COLL_ALLGATHER ? (size_t)l->size : 1);
+    size_t bytes = count * 4 * (blocks_per_rank(a) ? (size_t)l->size : 1);
     unsigned char *send = calloc(1, bytes + 1), *recv = calloc(1, bytes + 1);
 
     cr_assert(send != NULL && recv != NULL);
     memset(in, 0, SCHED_SIM_MAX_RANKS * sizeof(*in));
+    memset(out, 0, SCHED_SIM_MAX_RANKS * sizeof(*out));
     for (int r = 0; r < l->size; r++) {
         coll_args_t args = {.coll = hier_algs[a].coll, .sendbuf = send, .recvbuf = recv,
                             .count = count, .dtype = CHORUS_FLOAT32, .op = CHORUS_SUM,
@@ -480,8 +531,11 @@ static void cross_node_in(size_t a, const topo_layout_t *l, size_t count, int ro
         coll_sched_init(&s, CHORUS_FLOAT32, CHORUS_SUM, l->size);
         cr_assert_eq(hier_algs[a].alg->build(&args, &s), CHORUS_OK, "rank %d", r);
         for (size_t i = 0; i < s.nsteps; i++)
-            if (s.steps[i].kind == COLL_STEP_SEND && l->node_of[s.steps[i].peer] != l->node_of[r])
+            if (s.steps[i].kind == COLL_STEP_SEND &&
+                l->node_of[s.steps[i].peer] != l->node_of[r]) {
                 in[s.steps[i].peer] += s.steps[i].bytes;
+                out[r] += s.steps[i].bytes;
+            }
         coll_sched_finalize(&s);
     }
     free(send);
@@ -491,7 +545,9 @@ static void cross_node_in(size_t a, const topo_layout_t *l, size_t count, int ro
 /*
  * With nodes of equal size every rank of a node takes an equal share of what
  * enters the node: in allgather one block from each other node, in
- * broadcast (outside the root's node) the piece of its local index.
+ * broadcast (outside the root's node) the piece of its local index. In
+ * reduce_scatter each rank gets one partial from each other node and sends
+ * as many: the partials of the nnodes - 1 blocks it reduces for its node.
  */
 Test(hier_algs, every_local_rank_carries_a_share)
 {
@@ -506,13 +562,18 @@ Test(hier_algs, every_local_rank_carries_a_share)
         L = l->local_max;
         for (size_t a = 0; a < NALGS; a++)
             for (int root = 0; root < l->size; root++) {
-                size_t in[SCHED_SIM_MAX_RANKS], want;
+                size_t in[SCHED_SIM_MAX_RANKS], out[SCHED_SIM_MAX_RANKS], want;
+                int rs = hier_algs[a].coll == COLL_REDUCE_SCATTER;
 
-                if (hier_algs[a].coll != COLL_ALLGATHER && hier_algs[a].coll != COLL_BROADCAST)
+                /* allreduce's rings are checked by each_byte_crosses_to_each_node_once. */
+                if (hier_algs[a].coll == COLL_ALLREDUCE)
                     continue;
-                cross_node_in(a, l, count, root, in);
+                cross_node_in(a, l, count, root, in, out);
                 for (int r = 0; r < l->size; r++) {
-                    if (hier_algs[a].coll == COLL_ALLGATHER)
+                    cr_assert(!rs || out[r] == (size_t)(l->nnodes - 1) * count * 4,
+                              "reduce_scatter layout %s: rank %d sends %zu bytes to other nodes",
+                              even[k], r, out[r]);
+                    if (hier_algs[a].coll == COLL_ALLGATHER || rs)
                         want = (size_t)(l->nnodes - 1) * count * 4;
                     else if (l->node_of[r] == l->node_of[root])
                         want = 0;
@@ -523,7 +584,7 @@ Test(hier_algs, every_local_rank_carries_a_share)
                                  coll_type_name(hier_algs[a].coll), even[k], root, r, in[r],
                                  want);
                 }
-                if (hier_algs[a].coll == COLL_ALLGATHER)
+                if (hier_algs[a].coll != COLL_BROADCAST)
                     break;  /* no root */
             }
         topo_layout_free(l);

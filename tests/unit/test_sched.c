@@ -722,7 +722,7 @@ Test(registry, every_algorithm_is_listed)
         &coll_ring_allgather, &coll_ring_reduce_scatter, &coll_binomial_broadcast,
         &coll_chain_broadcast, &coll_binomial_reduce, &coll_pairwise_alltoall,
         &coll_dissemination_barrier, &coll_hier_allreduce, &coll_hier_allgather,
-        &coll_hier_broadcast};
+        &coll_hier_broadcast, &coll_hier_reduce_scatter};
     size_t n = 0;
     while (coll_algs[n] != NULL)
         n++;

@@ -580,8 +580,9 @@ Test(spread, hierarchical_chosen_for_large_vectors)
     cr_assert_str_eq(tune_table_lookup(t, TUNE_COLL_ALLREDUCE, 64 << 20), "hier");
     cr_assert_str_eq(tune_table_lookup(t, TUNE_COLL_ALLGATHER, 64 << 20), "hier");
     cr_assert_str_eq(tune_table_lookup(t, TUNE_COLL_ALLREDUCE, 8), "rd");
+    cr_assert_str_eq(tune_table_lookup(t, TUNE_COLL_REDUCE_SCATTER, 64 << 20), "hier");
     /* Nothing hierarchical for the collectives that have no such algorithm. */
-    cr_assert_str_eq(tune_table_lookup(t, TUNE_COLL_REDUCE_SCATTER, 64 << 20), "ring");
+    cr_assert_str_eq(tune_table_lookup(t, TUNE_COLL_REDUCE, 64 << 20), "binomial");
     tune_table_destroy(t);
     /* Uneven nodes (3,2,1) and many nodes of two (8 x 2) too. */
     t = spread_table(6, 3, 1, 3, 1);
