@@ -613,6 +613,14 @@ chorus_status_t tune_table_create_node(const tune_config_t *config, int p, size_
     return tune_table_create_job(config, p, chunk_bytes, node, NULL, table_p);
 }
 
+void tune_spread_of(const topo_layout_t *layout, tune_spread_t *spread)
+{
+    spread->nnodes = layout->nnodes;
+    spread->local_min = layout->local_min;
+    spread->local_max = layout->local_max;
+    spread->ring_crossings = layout->ring_crossings;
+}
+
 chorus_status_t tune_table_create_job(const tune_config_t *config, int p, size_t chunk_bytes,
                                       const tune_node_t *node, const tune_spread_t *spread,
                                       tune_table_t **table_p)

@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include "chorus.h"
+#include "topology/layout.h"
 #include "tuning/cost_model.h"
 #include "util/config.h"
 
@@ -105,6 +106,9 @@ typedef struct {
     int local_max;              /* ranks on the fullest node */
     int ring_crossings;         /* most ring edges leaving one node */
 } tune_spread_t;
+
+/* The shape of a job's layout. */
+void tune_spread_of(const topo_layout_t *layout, tune_spread_t *spread);
 
 /* tune_table_create_node, and when spread says so, priced for several nodes. */
 chorus_status_t tune_table_create_job(const tune_config_t *config, int p, size_t chunk_bytes,

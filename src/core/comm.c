@@ -224,6 +224,23 @@ static chorus_status_t comm_connect(chorus_comm_t comm, const comm_create_params
     return status;
 }
 
+/* Rank 0 at debug level: the job's layout and the selection table, as chorus-info prints them. */
+static void comm_log_tune(chorus_comm_t comm)
+{
+    char *text = NULL, *line, *save = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+
+    if (f == NULL)
+        return;
+    topo_layout_print(f, comm->layout, NULL, "");
+    tune_table_print(f, comm->tune);
+    fclose(f);
+    for (line = strtok_r(text, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save))
+        chorus_debug("%s", line);
+    free(text);
+}
+
 static chorus_status_t comm_build_tune(chorus_comm_t comm)
 {
     tune_config_t tcfg;
@@ -232,13 +249,13 @@ static chorus_status_t comm_build_tune(chorus_comm_t comm)
 
     if (status != CHORUS_OK)
         return status;
-    spread.nnodes = comm->layout->nnodes;
-    spread.local_min = comm->layout->local_min;
-    spread.local_max = comm->layout->local_max;
-    spread.ring_crossings = comm->layout->ring_crossings;
-    return tune_table_create_job(&tcfg, comm->size, comm->cfg.chunk_bytes,
-                                 comm->shm != NULL ? &comm->shm_agreed : NULL, &spread,
-                                 &comm->tune);
+    tune_spread_of(comm->layout, &spread);
+    status = tune_table_create_job(&tcfg, comm->size, comm->cfg.chunk_bytes,
+                                   comm->shm != NULL ? &comm->shm_agreed : NULL, &spread,
+                                   &comm->tune);
+    if (status == CHORUS_OK && comm->rank == 0 && chorus_log_enabled(CHORUS_LOG_DEBUG))
+        comm_log_tune(comm);
+    return status;
 }
 
 chorus_status_t chorus__comm_create(const comm_create_params_t *p, chorus_comm_t *comm_p)

@@ -65,10 +65,7 @@ static int tune_layout(const char *list, int *ranks, tune_spread_t *spread)
     if (topo_layout_parse(list, &l) != CHORUS_OK)
         return 1;
     *ranks = l->size;
-    spread->nnodes = l->nnodes;
-    spread->local_min = l->local_min;
-    spread->local_max = l->local_max;
-    spread->ring_crossings = l->ring_crossings;
+    tune_spread_of(l, spread);
     topo_layout_shape(l, shape, sizeof(shape));
     printf("# %d ranks on %d nodes (ranks per node %s), consecutive ranks sharing a node\n",
            l->size, l->nnodes, shape);
