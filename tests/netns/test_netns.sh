@@ -1,8 +1,10 @@
 #!/bin/bash
 # The multi-node test bed (testbed.sh) end to end: chorus-perf across 2, 3 and
 # 4 emulated nodes with even and uneven ranks per node (exact results, the
-# right count of ranks on rank 0's node), the collective test matrix through
-# the harness across 2 and 3 nodes, shaped links, a failing rank, the time
+# right count of ranks on rank 0's node), ranks dealt round robin (--cyclic),
+# the hierarchical algorithms chosen on 2 x 2 without any variable, the
+# collective test matrix through the harness across 2 and 3 nodes (also with
+# the hierarchical algorithms forced), shaped links, a failing rank, the time
 # limit, SIGTERM, and --cleanup after SIGKILL; after every run, no namespace
 # of the test bed is left and the root namespace's links are as they were.
 # Skips (77) where network namespaces cannot be created (not root).
@@ -75,6 +77,33 @@ done
 perf 3 1,3,2 allreduce "nranks 6 (1 on this node)"
 perf 4 2,1,1,2 allreduce "nranks 6 (2 on this node)"
 
+# Ranks dealt round robin over the nodes (--cyclic): a node's ranks are not
+# consecutive, and the hierarchical algorithms must still be exact.
+for run in "2 2 allreduce 2,2" "3 3,2,1 allgather 3,2,1" "3 2,2,1 broadcast 2,2,1"; do
+    set -- $run
+    "$TB" --nodes "$1" --ranks-per-node "$2" --cyclic --timeout 120 --quiet -- \
+        "$PERF" "$3" -b 8 -e 1M -n 2 -w 1 -c 1 > "$TMP/out" 2> "$TMP/err"
+    rc=$?
+    check "cyclic $1 nodes, ranks $2, $3 exits 0 (got $rc)" [ "$rc" -eq 0 ]
+    check "cyclic $1 nodes, ranks $2, $3: header" \
+        grep -q "^# nodes: $1 (ranks per node $4)\$" "$TMP/out"
+    check "cyclic $1 nodes, ranks $2, $3: no wrong element" \
+        grep -qx '# out-of-place/in-place wrong elements total: 0' "$TMP/out"
+    [ "$rc" -eq 0 ] || tail -n 20 "$TMP/err" "$TMP/out"
+    clean "cyclic $1 nodes, ranks $2, $3"
+done
+
+# With no variable set, 2 nodes of 2 ranks choose the hierarchical algorithms
+# for large vectors (rank 0 logs its selection table at debug level).
+CHORUS_LOG_LEVEL=warn,core=debug "$TB" --nodes 2 --ranks-per-node 2 --timeout 120 --quiet -- \
+    "$PERF" allreduce -b 64 -e 64 -n 1 -w 0 > "$TMP/out" 2>&1
+check "2x2: the table logged by rank 0 gives allreduce of 64M to hier" \
+    grep -qE 'core: allreduce +\[[0-9]+K?, inf\) +hier ' "$TMP/out"
+check "2x2: allgather of large vectors to hier" \
+    grep -qE 'core: allgather +\[[0-9]+K?, inf\) +hier ' "$TMP/out"
+check "2x2: the layout logged" grep -q 'core: node 1: 2 ranks (2-3), leader 2' "$TMP/out"
+clean "the selection on 2 nodes"
+
 # shellcheck disable=SC2016 # expanded by each rank's shell
 # Without --quiet every rank's output comes back, prefixed with rank and node.
 "$TB" --nodes 3 --ranks-per-node 2,1,1 -- sh -c 'echo "$CHORUS_RANK/$CHORUS_SIZE $CHORUS_IFADDR"' \
@@ -108,17 +137,23 @@ for run in 2:3 3:7 4:5; do
     clean "the placement of $n ranks on $nodes nodes"
 done
 
-# The collective test matrix with its ranks spread over the nodes.
+# The collective test matrix with its ranks spread over the nodes (the harness
+# places consecutive ranks on a node).
 if [ -x "$TEST_COLL" ]; then
     # million_elements adds about two minutes a run: only with CHORUS_NETNS_LONG=1.
     long=${CHORUS_NETNS_LONG:+|million_elements}
-    for run in "2:coll/@(tcp|small_counts_all_ranks)" \
-               "3:coll/@(tcp|small_counts_all_ranks$long)"; do
-        nodes=${run%%:*} filter=${run#*:}
-        timeout -k 10 400 "$TB" --nodes "$nodes" --timeout 360 --harness -- "$TEST_COLL" \
-            --filter="$filter" > "$TMP/out" 2>&1
+    # The third run forces the hierarchical algorithms at every size.
+    hier=allreduce=hier,allgather=hier,broadcast=hier,reduce_scatter=hier
+    for run in "2:coll/@(tcp|small_counts_all_ranks):" \
+               "3:coll/@(tcp|small_counts_all_ranks$long):" \
+               "3:coll/small_counts_all_ranks:$hier"; do
+        nodes=${run%%:*} filter=${run#*:} tune=${run##*:}
+        filter=${filter%:*}
+        CHORUS_TUNE=$tune timeout -k 10 400 "$TB" --nodes "$nodes" --timeout 360 --harness -- \
+            "$TEST_COLL" --filter="$filter" > "$TMP/out" 2>&1
         rc=$?
-        check "test_coll --filter='$filter' across $nodes nodes exits 0 (got $rc)" [ "$rc" -eq 0 ]
+        check "test_coll --filter='$filter' ${tune:+($tune) }across $nodes nodes exits 0 (got $rc)" \
+            [ "$rc" -eq 0 ]
         check "test_coll across $nodes nodes: every test passed" \
             grep -qE 'Synthesis: Tested: [1-9][0-9]* \| Passing: [1-9][0-9]* \| Failing: 0 \| Crashing: 0' \
             "$TMP/out"
