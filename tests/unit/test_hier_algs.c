@@ -18,6 +18,7 @@
 #include "coll/coll.h"
 #include "coll/ring.h"
 #include "reduce/reduce.h"
+#include "tests/unit/exact_vals.h"
 #include "tests/unit/sched_sim.h"
 #include "topology/layout.h"
 #include "util/config.h"
@@ -70,99 +71,12 @@ static topo_layout_t *make_layout(size_t k)
 
 /* ---- values in every dtype ---------------------------------------------------- */
 
-static int is_unsigned(chorus_dtype_t dt)
-{
-    return dt == CHORUS_UINT8 || dt == CHORUS_UINT32 || dt == CHORUS_UINT64;
-}
-
-static void put(chorus_dtype_t dt, void *buf, size_t i, double v)
-{
-    switch (dt) {
-    case CHORUS_INT8: ((int8_t *)buf)[i] = (int8_t)v; break;
-    case CHORUS_UINT8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
-    case CHORUS_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
-    case CHORUS_UINT32: ((uint32_t *)buf)[i] = (uint32_t)v; break;
-    case CHORUS_INT64: ((int64_t *)buf)[i] = (int64_t)v; break;
-    case CHORUS_UINT64: ((uint64_t *)buf)[i] = (uint64_t)v; break;
-    case CHORUS_FLOAT16: ((uint16_t *)buf)[i] = chorus__float_to_half((float)v); break;
-    case CHORUS_BFLOAT16: ((uint16_t *)buf)[i] = chorus__float_to_bf16((float)v); break;
-    case CHORUS_FLOAT32: ((float *)buf)[i] = (float)v; break;
-    case CHORUS_FLOAT64: ((double *)buf)[i] = v; break;
-    default: cr_assert_fail("bad dtype %d", (int)dt);
-    }
-}
-
-static double get(chorus_dtype_t dt, const void *buf, size_t i)
-{
-    switch (dt) {
-    case CHORUS_INT8: return ((const int8_t *)buf)[i];
-    case CHORUS_UINT8: return ((const uint8_t *)buf)[i];
-    case CHORUS_INT32: return ((const int32_t *)buf)[i];
-    case CHORUS_UINT32: return ((const uint32_t *)buf)[i];
-    case CHORUS_INT64: return (double)((const int64_t *)buf)[i];
-    case CHORUS_UINT64: return (double)((const uint64_t *)buf)[i];
-    case CHORUS_FLOAT16: return chorus__half_to_float(((const uint16_t *)buf)[i]);
-    case CHORUS_BFLOAT16: return chorus__bf16_to_float(((const uint16_t *)buf)[i]);
-    case CHORUS_FLOAT32: return ((const float *)buf)[i];
-    case CHORUS_FLOAT64: return ((const double *)buf)[i];
-    default: cr_assert_fail("bad dtype %d", (int)dt);
-    }
-    return 0;
-}
-
 /* Data that differs per rank and per element, so a block from the wrong rank or place shows. */
 static double rank_val(chorus_dtype_t dt, int r, size_t i)
 {
     long v = (long)((r * 5 + i) % 13);
 
-    return is_unsigned(dt) ? (double)v : (double)(v - 6);
-}
-
-/* Rank r's element i for a reduction with op over p ranks. */
-static double reduce_input(chorus_op_t op, chorus_dtype_t dt, int p, int r, size_t i)
-{
-    int u = is_unsigned(dt);
-    long m;
-
-    switch (op) {
-    case CHORUS_SUM:
-        return u ? (double)((r + i) % 4) : (double)((long)((r + i) % 6) - 2);
-    case CHORUS_PROD:
-        if (i % 3 == 0 && r == (int)(i % (size_t)p))
-            return 2;
-        if (i % 3 == 1 && r == (int)((i * 7 + 3) % (size_t)p))
-            return u ? 3 : -1;
-        return 1;
-    case CHORUS_MIN:
-    case CHORUS_MAX:
-        m = (long)((r + i) % (size_t)p) * 3;
-        return u ? (double)m : (double)(m - 5);
-    case CHORUS_AVG:
-        /* Rank 0 carries p - 1 extra, every other rank one less: the sum is p * m. */
-        m = 1 + (long)(i % 3);
-        return r == 0 ? (double)(m + p - 1) : (double)(m - 1);
-    default:
-        cr_assert_fail("bad op %d", (int)op);
-    }
-    return 0;
-}
-
-static double reduce_expected(chorus_op_t op, chorus_dtype_t dt, int p, size_t i)
-{
-    double acc = reduce_input(op, dt, p, 0, i);
-
-    for (int r = 1; r < p; r++) {
-        double x = reduce_input(op, dt, p, r, i);
-
-        switch (op) {
-        case CHORUS_SUM: case CHORUS_AVG: acc += x; break;
-        case CHORUS_PROD: acc *= x; break;
-        case CHORUS_MIN: acc = x < acc ? x : acc; break;
-        case CHORUS_MAX: acc = x > acc ? x : acc; break;
-        default: break;
-        }
-    }
-    return op == CHORUS_AVG ? acc / p : acc;
+    return exact_is_unsigned(dt) ? (double)v : (double)(v - 6);
 }
 
 /* ---- one call ------------------------------------------------------------------ */
@@ -227,7 +141,7 @@ static int reduces(coll_type_t coll)
 static double input_of(const world_t *w, int r, size_t i)
 {
     if (reduces(w->coll))
-        return reduce_input(w->op, w->dt, w->p, r, i);
+        return exact_input(w->op, w->dt, w->p, r, i);
     return rank_val(w->dt, r, i);
 }
 
@@ -237,9 +151,9 @@ static double expected_of(const world_t *w, int r, size_t k)
     switch (w->coll) {
     case COLL_ALLGATHER: return rank_val(w->dt, (int)(k / w->count), k % w->count);
     case COLL_BROADCAST: return rank_val(w->dt, w->root, k);
-    case COLL_ALLREDUCE: return reduce_expected(w->op, w->dt, w->p, k);
+    case COLL_ALLREDUCE: return exact_expected(w->op, w->dt, w->p, k);
     /* Block r of the reduction of every rank's p blocks. */
-    case COLL_REDUCE_SCATTER: return reduce_expected(w->op, w->dt, w->p, (size_t)r * w->count + k);
+    case COLL_REDUCE_SCATTER: return exact_expected(w->op, w->dt, w->p, (size_t)r * w->count + k);
     default: cr_assert_fail("no expectation for %s", coll_type_name(w->coll));
     }
     return 0;
@@ -274,7 +188,7 @@ static void world_setup_rank(world_t *w, int r)
     unsigned char *send = world_buffers(w, r, has_input);
 
     for (size_t i = 0; has_input && i < w->send_bytes / w->esize; i++)
-        put(w->dt, send, i, input_of(w, r, i));
+        exact_put(w->dt, send, i, input_of(w, r, i));
     /* Kept to check that sendbuf (reduce_scatter in place: but for block r) stays as given. */
     if ((!w->inplace && has_input) || rs_in_place(w)) {
         w->orig[r] = malloc(w->send_bytes + 2 * GUARD_BYTES);
@@ -332,7 +246,7 @@ static void world_check(const world_t *w)
 
     for (int r = 0; r < w->p; r++) {
         for (size_t k = 0; k < nrecv; k++) {
-            double got = get(w->dt, w->recv[r], k), want = expected_of(w, r, k);
+            double got = exact_get(w->dt, w->recv[r], k), want = expected_of(w, r, k);
 
             if (got != want)
                 cr_assert_fail(CASE_FMT ": rank %d element %zu is %g, expected %g",

@@ -19,6 +19,7 @@
 #include "coll/coll.h"
 #include "coll/tree.h"
 #include "reduce/reduce.h"
+#include "tests/unit/exact_vals.h"
 #include "tests/unit/sched_sim.h"
 #include "util/config.h"
 
@@ -47,99 +48,12 @@ static const struct {
 
 /* ---- values in every dtype ---------------------------------------------- */
 
-static int is_unsigned(chorus_dtype_t dt)
-{
-    return dt == CHORUS_UINT8 || dt == CHORUS_UINT32 || dt == CHORUS_UINT64;
-}
-
-static void put(chorus_dtype_t dt, void *buf, size_t i, double v)
-{
-    switch (dt) {
-    case CHORUS_INT8: ((int8_t *)buf)[i] = (int8_t)v; break;
-    case CHORUS_UINT8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
-    case CHORUS_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
-    case CHORUS_UINT32: ((uint32_t *)buf)[i] = (uint32_t)v; break;
-    case CHORUS_INT64: ((int64_t *)buf)[i] = (int64_t)v; break;
-    case CHORUS_UINT64: ((uint64_t *)buf)[i] = (uint64_t)v; break;
-    case CHORUS_FLOAT16: ((uint16_t *)buf)[i] = chorus__float_to_half((float)v); break;
-    case CHORUS_BFLOAT16: ((uint16_t *)buf)[i] = chorus__float_to_bf16((float)v); break;
-    case CHORUS_FLOAT32: ((float *)buf)[i] = (float)v; break;
-    case CHORUS_FLOAT64: ((double *)buf)[i] = v; break;
-    default: cr_assert_fail("bad dtype %d", (int)dt);
-    }
-}
-
-static double get(chorus_dtype_t dt, const void *buf, size_t i)
-{
-    switch (dt) {
-    case CHORUS_INT8: return ((const int8_t *)buf)[i];
-    case CHORUS_UINT8: return ((const uint8_t *)buf)[i];
-    case CHORUS_INT32: return ((const int32_t *)buf)[i];
-    case CHORUS_UINT32: return ((const uint32_t *)buf)[i];
-    case CHORUS_INT64: return (double)((const int64_t *)buf)[i];
-    case CHORUS_UINT64: return (double)((const uint64_t *)buf)[i];
-    case CHORUS_FLOAT16: return chorus__half_to_float(((const uint16_t *)buf)[i]);
-    case CHORUS_BFLOAT16: return chorus__bf16_to_float(((const uint16_t *)buf)[i]);
-    case CHORUS_FLOAT32: return ((const float *)buf)[i];
-    case CHORUS_FLOAT64: return ((const double *)buf)[i];
-    default: cr_assert_fail("bad dtype %d", (int)dt);
-    }
-    return 0;
-}
-
-/* Rank r's element i for a reduction with op over p ranks. */
-static double input_val(chorus_op_t op, chorus_dtype_t dt, int p, int r, size_t i)
-{
-    int u = is_unsigned(dt);
-    long m;
-
-    switch (op) {
-    case CHORUS_SUM:
-        return u ? (double)((r + i) % 4) : (double)((long)((r + i) % 6) - 2);
-    case CHORUS_PROD:
-        if (i % 3 == 0 && r == (int)(i % (size_t)p))
-            return 2;
-        if (i % 3 == 1 && r == (int)((i * 7 + 3) % (size_t)p))
-            return u ? 3 : -1;
-        return 1;
-    case CHORUS_MIN:
-    case CHORUS_MAX:
-        m = (long)((r + i) % (size_t)p) * 3;
-        return u ? (double)m : (double)(m - 5);
-    case CHORUS_AVG:
-        /* Rank 0 carries p - 1 extra, every other rank one less: the sum is p * m. */
-        m = 1 + (long)(i % 3);
-        return r == 0 ? (double)(m + p - 1) : (double)(m - 1);
-    default:
-        cr_assert_fail("bad op %d", (int)op);
-    }
-    return 0;
-}
-
-static double expected_val(chorus_op_t op, chorus_dtype_t dt, int p, size_t i)
-{
-    double acc = input_val(op, dt, p, 0, i);
-
-    for (int r = 1; r < p; r++) {
-        double x = input_val(op, dt, p, r, i);
-
-        switch (op) {
-        case CHORUS_SUM: case CHORUS_AVG: acc += x; break;
-        case CHORUS_PROD: acc *= x; break;
-        case CHORUS_MIN: acc = x < acc ? x : acc; break;
-        case CHORUS_MAX: acc = x > acc ? x : acc; break;
-        default: break;
-        }
-    }
-    return op == CHORUS_AVG ? acc / p : acc;
-}
-
 /* Broadcast data: differs per rank so a wrong source shows. */
 static double bcast_val(chorus_dtype_t dt, int r, size_t i)
 {
     long v = (long)((r * 3 + i) % 11);
 
-    return is_unsigned(dt) ? (double)v : (double)(v - 5);
+    return exact_is_unsigned(dt) ? (double)v : (double)(v - 5);
 }
 
 /* ---- per-rank buffers --------------------------------------------------- */
@@ -221,7 +135,7 @@ static void allreduce_case(const coll_alg_t *alg, int p, size_t count, chorus_dt
     for (int r = 0; r < p; r++) {
         w.send[r] = alloc_poisoned(w.bytes);
         for (size_t i = 0; i < count; i++)
-            put(dt, w.send[r], i, input_val(op, dt, p, r, i));
+            exact_put(dt, w.send[r], i, exact_input(op, dt, p, r, i));
         w.orig[r] = alloc_poisoned(w.bytes);
         memcpy(w.orig[r], w.send[r], w.bytes);
         w.recv[r] = inplace ? w.send[r] : alloc_poisoned(w.bytes);
@@ -233,7 +147,7 @@ static void allreduce_case(const coll_alg_t *alg, int p, size_t count, chorus_dt
                  CASE_ARGS(alg, &w, strict));
     for (int r = 0; r < p; r++) {
         for (size_t i = 0; i < count; i++) {
-            double got = get(dt, w.recv[r], i), want = expected_val(op, dt, p, i);
+            double got = exact_get(dt, w.recv[r], i), want = exact_expected(op, dt, p, i);
 
             if (got != want)
                 cr_assert_fail(CASE_FMT ": rank %d element %zu is %g, expected %g",
@@ -292,7 +206,7 @@ static void broadcast_case(const coll_alg_t *alg, int p, size_t count, chorus_dt
         w.recv[r] = alloc_poisoned(w.bytes);
         if (r == root) {
             for (size_t i = 0; i < count; i++)
-                put(dt, w.recv[r], i, bcast_val(dt, r, i));
+                exact_put(dt, w.recv[r], i, bcast_val(dt, r, i));
             if (!inplace) {
                 /* Out of place, the root's data is in sendbuf and recvbuf starts poisoned. */
                 w.send[r] = w.recv[r];
@@ -313,7 +227,7 @@ static void broadcast_case(const coll_alg_t *alg, int p, size_t count, chorus_dt
                  CASE_ARGS(alg, &w, strict));
     for (int r = 0; r < p; r++) {
         for (size_t i = 0; i < count; i++) {
-            double got = get(dt, w.recv[r], i), want = bcast_val(dt, root, i);
+            double got = exact_get(dt, w.recv[r], i), want = bcast_val(dt, root, i);
 
             if (got != want)
                 cr_assert_fail(CASE_FMT ": rank %d element %zu is %g, expected %g",
@@ -380,7 +294,7 @@ static void reduce_case(const coll_alg_t *alg, int p, size_t count, chorus_dtype
     for (int r = 0; r < p; r++) {
         w.send[r] = alloc_poisoned(w.bytes);
         for (size_t i = 0; i < count; i++)
-            put(dt, w.send[r], i, input_val(op, dt, p, r, i));
+            exact_put(dt, w.send[r], i, exact_input(op, dt, p, r, i));
         w.orig[r] = alloc_poisoned(w.bytes);
         memcpy(w.orig[r], w.send[r], w.bytes);
         /*
@@ -400,7 +314,7 @@ static void reduce_case(const coll_alg_t *alg, int p, size_t count, chorus_dtype
     cr_assert_eq(run_world(alg, &w, strict, (unsigned)(p * 131 + root + count)), 0, CASE_FMT,
                  CASE_ARGS(alg, &w, strict));
     for (size_t i = 0; i < count; i++) {
-        double got = get(dt, w.recv[root], i), want = expected_val(op, dt, p, i);
+        double got = exact_get(dt, w.recv[root], i), want = exact_expected(op, dt, p, i);
 
         if (got != want)
             cr_assert_fail(CASE_FMT ": root element %zu is %g, expected %g",
@@ -512,7 +426,7 @@ static void float_agreement_case(const coll_alg_t *alg, int p, chorus_dtype_t dt
         w.send[r] = alloc_poisoned(w.bytes);
         for (size_t i = 0; i < count; i++) {
             seed = seed * 1103515245u + 12345u;
-            put(dt, w.send[r], i, ((double)(seed >> 8 & 0xffff) / 32768.0) - 1.0);
+            exact_put(dt, w.send[r], i, ((double)(seed >> 8 & 0xffff) / 32768.0) - 1.0);
         }
         w.recv[r] = alloc_poisoned(w.bytes);
         w.args[r] = (coll_args_t){.coll = COLL_ALLREDUCE, .sendbuf = w.send[r],
@@ -524,12 +438,12 @@ static void float_agreement_case(const coll_alg_t *alg, int p, chorus_dtype_t dt
         double exact = 0;
 
         for (int r = 0; r < p; r++)
-            exact += get(dt, w.send[r], i);
+            exact += exact_get(dt, w.send[r], i);
         if (op == CHORUS_AVG)
             exact /= p;
-        cr_assert(fabs(get(dt, w.recv[0], i) - exact) <= tolerance(dt) * p,
+        cr_assert(fabs(exact_get(dt, w.recv[0], i) - exact) <= tolerance(dt) * p,
                   "%s p=%d %s element %zu: %g vs %g", alg->name, p, chorus_dtype_name(dt), i,
-                  get(dt, w.recv[0], i), exact);
+                  exact_get(dt, w.recv[0], i), exact);
     }
     for (int r = 1; r < p; r++)
         cr_assert(memcmp(w.recv[r], w.recv[0], w.bytes) == 0,
