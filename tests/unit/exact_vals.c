@@ -5,27 +5,18 @@
 #include <stdint.h>
 
 #include "reduce/reduce.h"
+#include "tests/coll/expect.h"
 
 int exact_is_unsigned(chorus_dtype_t dt)
 {
     return dt == CHORUS_UINT8 || dt == CHORUS_UINT32 || dt == CHORUS_UINT64;
 }
 
+/* The collective tests' store (tests/coll/expect.c), one definition for both. */
 void exact_put(chorus_dtype_t dt, void *buf, size_t i, double v)
 {
-    switch (dt) {
-    case CHORUS_INT8: ((int8_t *)buf)[i] = (int8_t)v; break;
-    case CHORUS_UINT8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
-    case CHORUS_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
-    case CHORUS_UINT32: ((uint32_t *)buf)[i] = (uint32_t)v; break;
-    case CHORUS_INT64: ((int64_t *)buf)[i] = (int64_t)v; break;
-    case CHORUS_UINT64: ((uint64_t *)buf)[i] = (uint64_t)v; break;
-    case CHORUS_FLOAT16: ((uint16_t *)buf)[i] = chorus__float_to_half((float)v); break;
-    case CHORUS_BFLOAT16: ((uint16_t *)buf)[i] = chorus__float_to_bf16((float)v); break;
-    case CHORUS_FLOAT32: ((float *)buf)[i] = (float)v; break;
-    case CHORUS_FLOAT64: ((double *)buf)[i] = v; break;
-    default: cr_assert_fail("bad dtype %d", (int)dt);
-    }
+    cr_assert_lt((unsigned)dt, (unsigned)CHORUS_DTYPE_COUNT, "bad dtype %d", (int)dt);
+    expect_store(dt, buf, i, v);
 }
 
 double exact_get(chorus_dtype_t dt, const void *buf, size_t i)
