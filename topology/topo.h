@@ -142,6 +142,17 @@ chorus_status_t topo_nearest_nic_to_gpu(const topo_node_t *node, int gpu, int *n
 /* The NIC nearest to a NUMA node: same node, then smallest NUMA distance or same package. */
 chorus_status_t topo_nearest_nic_to_numa(const topo_node_t *node, int numa, int *nic_p);
 
+/* Longest place string, with its NUL; NUMA nodes a place names. */
+#define TOPO_PLACE_MAX 128
+#define TOPO_PLACE_NUMA_MAX 64
+
+/*
+ * Where this process runs: "cpus 0-1, numa 0, nic eth0", from its affinity
+ * mask, the NUMA nodes of those CPUs in node's map, and the NIC nearest the
+ * first of them (node NULL: only the CPUs; "?" and "-" for what is unknown).
+ */
+void topo_place_self(const topo_node_t *node, char *out, size_t len);
+
 /* NVLinks between two GPUs (0 when none or out of range). */
 int topo_nvlink_count(const topo_node_t *node, int a, int b);
 

@@ -14,6 +14,7 @@
 #include "core/comm_create.h"
 #include "core/stall.h"
 #include "topology/node.h"
+#include "topology/topo.h"
 #include "util/log.h"
 #include "util/sha256.h"
 #include "util/sock.h"
@@ -25,6 +26,7 @@
 typedef struct {
     char tl_addr[TL_ADDR_MAX];
     char node_id[COMM_NODE_ID_MAX];
+    char place[TOPO_PLACE_MAX];     /* CPUs, NUMA, nearest NIC; filled at debug level */
     shm_card_t shm;
 } comm_card_t;
 
@@ -115,6 +117,32 @@ static chorus_status_t comm_read_config(chorus_comm_t comm, double timeout_s)
     return CHORUS_OK;
 }
 
+/* At debug level, where this rank runs (the map costs a hwloc discovery, tens of ms). */
+static void comm_place(char *place, size_t len)
+{
+    topo_config_t cfg;
+    topo_node_t *node = NULL;
+
+    if (!chorus_log_enabled(CHORUS_LOG_DEBUG))
+        return;
+    if (chorus__config_read(&topo_config_table, &cfg) != CHORUS_OK ||
+        topo_node_create(&cfg, &node) != CHORUS_OK)
+        node = NULL;
+    topo_place_self(node, place, len);
+    topo_node_free(node);
+}
+
+/* Rank 0 at debug level: every rank's node and place. */
+static void comm_log_places(chorus_comm_t comm, const comm_card_t *cards)
+{
+    if (comm->rank != 0 || !chorus_log_enabled(CHORUS_LOG_DEBUG))
+        return;
+    for (int r = 0; r < comm->size; r++)
+        chorus_debug("rank %d: node %d (%s), local rank %d, %s", r, comm->layout->node_of[r],
+                     cards[r].node_id, comm->layout->local_index[r],
+                     cards[r].place[0] ? cards[r].place : "place not reported");
+}
+
 /* Exchange cards through the store; fills local rank/size and the transport addresses. */
 static chorus_status_t comm_rendezvous(chorus_comm_t comm, const comm_create_params_t *p,
                                        const char *local_host, char *tl_addrs,
@@ -132,6 +160,7 @@ static chorus_status_t comm_rendezvous(chorus_comm_t comm, const comm_create_par
         return status;
     if (chorus__node_identity(card.node_id, sizeof(card.node_id)) != CHORUS_OK)
         snprintf(card.node_id, sizeof(card.node_id), "unknown-node");
+    comm_place(card.place, sizeof(card.place));
     status = chorus__shm_region_open(comm, &card.shm);
     if (status != CHORUS_OK)
         return status;
@@ -148,6 +177,7 @@ static chorus_status_t comm_rendezvous(chorus_comm_t comm, const comm_create_par
         goto out;
     for (int r = 0; r < comm->size; r++) {
         cards[r].node_id[COMM_NODE_ID_MAX - 1] = '\0';
+        cards[r].place[TOPO_PLACE_MAX - 1] = '\0';
         ids[r] = cards[r].node_id;
         memcpy(tl_addrs + (size_t)r * TL_ADDR_MAX, cards[r].tl_addr, TL_ADDR_MAX);
     }
@@ -162,6 +192,8 @@ static chorus_status_t comm_rendezvous(chorus_comm_t comm, const comm_create_par
         chorus_info("%d ranks on %d nodes (ranks per node %s)", comm->size,
                     comm->layout->nnodes, shape);
     }
+    if (status == CHORUS_OK)
+        comm_log_places(comm, cards);
     /* One node holds every rank: keep the shared-memory cards (local rank = rank). */
     if (status == CHORUS_OK && comm->local_size == comm->size && comm->size > 1) {
         comm->shm_cards = calloc((size_t)comm->size, sizeof(*comm->shm_cards));

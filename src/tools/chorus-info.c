@@ -121,6 +121,11 @@ static int print_topo(const char *file)
         return 1;
     }
     st = topo_node_print(node, stdout);
+    if (st == CHORUS_OK && file == NULL && cfg.file.s[0] == '\0') {
+        char place[TOPO_PLACE_MAX];
+        topo_place_self(node, place, sizeof(place));
+        printf("this process: %s\n", place);
+    }
     topo_node_free(node);
     return st == CHORUS_OK ? 0 : 1;
 }

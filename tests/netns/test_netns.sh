@@ -102,6 +102,8 @@ check "2x2: the table logged by rank 0 gives allreduce of 64M to hier" \
 check "2x2: allgather of large vectors to hier" \
     grep -qE 'core: allgather +\[[0-9]+K?, inf\) +hier ' "$TMP/out"
 check "2x2: the layout logged" grep -q 'core: node 1: 2 ranks (2-3), leader 2' "$TMP/out"
+check "2x2: every rank's place logged (node, CPUs, NUMA, NIC)" \
+    grep -qE 'core: rank 3: node 1 \([^)]*\), local rank 1, cpus [0-9].*, numa .*, nic ' "$TMP/out"
 clean "the selection on 2 nodes"
 
 # shellcheck disable=SC2016 # expanded by each rank's shell

@@ -4,6 +4,8 @@
  * 8-GPU NVLink server with 4 InfiniBand NICs behind 4 PCI switches.
  */
 #include <criterion/criterion.h>
+#include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -351,4 +353,34 @@ Test(print, devbox_lines)
     cr_assert_null(strstr(text, "nvlink"));
     cr_assert_null(strstr(text, "numa distances"));
     free(text);
+}
+
+/*
+ * A process pinned to CPU 0 is placed from the map it is given: this
+ * machine's (one NUMA node, eth0), the 8-GPU server's (CPU 0 in NUMA node 0,
+ * nearest NIC ib0), or none (the CPUs only).
+ */
+Test(place, pinned_process_on_captured_maps)
+{
+    cpu_set_t one;
+    char place[TOPO_PLACE_MAX];
+    topo_node_t *node;
+
+    CPU_ZERO(&one);
+    CPU_SET(0, &one);
+    if (sched_setaffinity(0, sizeof(one), &one) != 0)
+        cr_skip_test("cannot pin to CPU 0: %s", strerror(errno));
+    node = load(DEVBOX);
+    topo_place_self(node, place, sizeof(place));
+    cr_assert_str_eq(place, "cpus 0, numa 0, nic eth0");
+    topo_node_free(node);
+    node = load(NVLINK8);
+    topo_place_self(node, place, sizeof(place));
+    cr_assert_str_eq(place, "cpus 0, numa 0, nic ib0");
+    topo_node_free(node);
+    topo_place_self(NULL, place, sizeof(place));
+    cr_assert_str_eq(place, "cpus 0, numa ?, nic -");
+    /* A short buffer is cut, always terminated. */
+    topo_place_self(NULL, place, 8);
+    cr_assert_str_eq(place, "cpus 0,");
 }
