@@ -15,10 +15,9 @@
  *
  * The vector is built in segments (SEG_CHUNKS chunks per shard and node)
  * so that the stages pipeline: while the network carries one segment, the
- * node reduces the next. The node-local stages go over the transport; the
- * results are exact and the
- * same on every rank, as the ring's are: each shard is reduced in one order
- * (local ranks by position, then the ring), then copied.
+ * node reduces the next. The node-local stages go over the transport. Every
+ * rank ends with the same bits, as with the ring: each shard is reduced in
+ * one order (local ranks by position, then the ring) and then copied.
  */
 #include "coll/coll.h"
 
