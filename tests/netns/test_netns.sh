@@ -181,22 +181,23 @@ start=$SECONDS
 rc=$?
 check "the time limit gives 124 (got $rc)" [ "$rc" -eq 124 ]
 check "the time limit is kept ($((SECONDS - start)) s)" [ $((SECONDS - start)) -lt 15 ]
-check "no rank outlives the time limit" [ -z "$(pgrep -xf 'sleep 60.5')" ]
+check "no rank outlives the time limit" [ -z "$(pgrep -f '(^|/)sleep 60\.5$')" ]
 clean "the time limit"
 
 # wait_ns PID: until the test bed of PID has made its nodes (at most 10 s).
-# Until test bed $1 is fully up: its ranks ($2, a command line) start only
-# after every namespace and link exists, so a kill then finds all of them.
+# Until test bed $1 is fully up: its ranks (command lines matching the regex
+# $2; the test bed runs commands by their full path) start only after every
+# namespace and link exists, so a kill then finds all of them.
 wait_ns() {
     for _ in $(seq 200); do
-        ip netns list | grep -q "^chorus-tb-$1-n1" && pgrep -xf "$2" > /dev/null && return 0
+        ip netns list | grep -q "^chorus-tb-$1-n1" && pgrep -f "$2" > /dev/null && return 0
         sleep 0.1
     done
     return 1
 }
 "$TB" --nodes 2 -- sleep 61 > /dev/null 2>&1 &
 pid=$!
-check "namespaces appear" wait_ns "$pid" "sleep 61"
+check "namespaces appear" wait_ns "$pid" '(^|/)sleep 61$'
 kill -TERM "$pid"
 wait "$pid"
 rc=$?
@@ -206,14 +207,14 @@ clean "SIGTERM"
 # SIGKILL leaves the namespaces (and the ranks in them); --cleanup removes both.
 "$TB" --nodes 3 -- sleep 62.5 > /dev/null 2>&1 &
 pid=$!
-check "namespaces appear" wait_ns "$pid" "sleep 62.5"
+check "namespaces appear" wait_ns "$pid" '(^|/)sleep 62\.5$'
 { kill -KILL "$pid"; wait "$pid"; } 2> /dev/null
 check "SIGKILL leaves the nodes" ip netns pids "chorus-tb-$pid-n0" > /dev/null
 "$TB" --cleanup > "$TMP/out" 2>&1
 check "--cleanup exits 0" [ $? -eq 0 ]
 check "--cleanup removed the 4 namespaces ($(tail -n 1 "$TMP/out"))" \
     grep -qx 'testbed: removed 4 namespace(s)' "$TMP/out"
-check "--cleanup killed the ranks left in them" [ -z "$(pgrep -xf 'sleep 62.5')" ]
+check "--cleanup killed the ranks left in them" [ -z "$(pgrep -f '(^|/)sleep 62\.5$')" ]
 check "--cleanup removed the temporary folder" \
     [ -z "$(find "${TMPDIR:-/tmp}" -maxdepth 1 -name "chorus-tb-$pid.*")" ]
 clean "--cleanup"
