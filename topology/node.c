@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "topology/layout.h"
 #include "util/log.h"
 
 #define NODE_HOST_MAX 64    /* Linux's HOST_NAME_MAX */
@@ -119,25 +120,19 @@ chorus_status_t chorus__node_identity(char *out, size_t len)
 chorus_status_t chorus__local_ranks(const char *const *ids, int size, int rank,
                                     int *local_rank_p, int *local_size_p)
 {
-    int local_rank = 0, local_size = 0;
+    topo_layout_t *l;
+    chorus_status_t status;
 
     if (ids == NULL || size < 1 || rank < 0 || rank >= size) {
         chorus_error("invalid arguments for local ranks: rank %d of size %d", rank, size);
         return CHORUS_ERR_INVALID_ARG;
     }
-    for (int i = 0; i < size; i++) {
-        if (ids[i] == NULL) {
-            chorus_error("rank %d has no node identity", i);
-            return CHORUS_ERR_INVALID_ARG;
-        }
-    }
-    for (int i = 0; i < size; i++) {
-        if (strcmp(ids[i], ids[rank]) != 0)
-            continue;
-        local_rank += i < rank;
-        local_size++;
-    }
-    *local_rank_p = local_rank;
-    *local_size_p = local_size;
+    /* The job layout groups the ranks; this is one rank's view of it. */
+    status = topo_layout_build(ids, size, &l);
+    if (status != CHORUS_OK)
+        return status;
+    *local_rank_p = l->local_index[rank];
+    *local_size_p = topo_layout_node_size(l, l->node_of[rank]);
+    topo_layout_free(l);
     return CHORUS_OK;
 }

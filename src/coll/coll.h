@@ -119,7 +119,7 @@ long coll_sched_finalize_op(coll_sched_t *s, void *buf, size_t bytes,
  * deps holds no step (nothing to wait for), or -2 when out of memory.
  */
 long coll_sched_join(coll_sched_t *s, const long *deps, size_t n);
-/* coll_sched_join of every step from first to the schedule's current end. */
+/* A step that completes once every step from first to the current end has (see above). */
 long coll_sched_join_since(coll_sched_t *s, long first);
 
 /*

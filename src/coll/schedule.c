@@ -236,21 +236,40 @@ long coll_sched_join(coll_sched_t *s, const long *deps, size_t n)
 
 long coll_sched_join_since(coll_sched_t *s, long first)
 {
-    long *all, out;
-    size_t n;
+    long *sinks, out;
+    unsigned char *needed;
+    size_t n, k = 0;
 
     if (first < 0)
         first = 0;
     if ((size_t)first >= s->nsteps)
         return -1;
     n = s->nsteps - (size_t)first;
-    all = malloc(n * sizeof(*all));
-    if (all == NULL)
+    /*
+     * Only the steps no later step of the range waits for: a step starts
+     * after its dependencies, so when these are done, all are.
+     */
+    needed = calloc(n, 1);
+    sinks = malloc(n * sizeof(*sinks));
+    if (needed == NULL || sinks == NULL) {
+        free(needed);
+        free(sinks);
         return -2;
-    for (size_t i = 0; i < n; i++)
-        all[i] = first + (long)i;
-    out = coll_sched_join(s, all, n);
-    free(all);
+    }
+    for (size_t i = 0; i < n; i++) {
+        const coll_step_t *st = &s->steps[(size_t)first + i];
+        for (int d = 0; d < st->ndeps; d++) {
+            if (st->deps[d] >= (uint32_t)first)
+                needed[st->deps[d] - (uint32_t)first] = 1;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!needed[i])
+            sinks[k++] = first + (long)i;
+    }
+    out = coll_sched_join(s, sinks, k);
+    free(needed);
+    free(sinks);
     return out;
 }
 

@@ -181,10 +181,12 @@ static chorus_status_t comm_rendezvous(chorus_comm_t comm, const comm_create_par
         ids[r] = cards[r].node_id;
         memcpy(tl_addrs + (size_t)r * TL_ADDR_MAX, cards[r].tl_addr, TL_ADDR_MAX);
     }
-    status = chorus__local_ranks(ids, comm->size, comm->rank, &comm->local_rank,
-                                 &comm->local_size);
-    if (status == CHORUS_OK)
-        status = topo_layout_build(ids, comm->size, &comm->layout);
+    status = topo_layout_build(ids, comm->size, &comm->layout);
+    if (status == CHORUS_OK) {
+        comm->local_rank = comm->layout->local_index[comm->rank];
+        comm->local_size = topo_layout_node_size(comm->layout,
+                                                 comm->layout->node_of[comm->rank]);
+    }
     if (status == CHORUS_OK && comm->rank == 0 && comm->layout->nnodes > 1 &&
         chorus_log_enabled(CHORUS_LOG_INFO)) {
         char shape[128];
