@@ -9,6 +9,14 @@ static int spread(const tune_model_t *m)
     return m->nnodes > 1 && m->local_max > 1;
 }
 
+/* t where the algorithm helps (some node holds several ranks, several nodes); one rank: 0. */
+static double priced(const tune_model_t *m, int p, double t)
+{
+    if (p == 1)
+        return 0.0;
+    return spread(m) ? t : INFINITY;
+}
+
 void tune_hier_flat_model(const tune_model_t *m, int ring_shaped, tune_model_t *out)
 {
     int flows = ring_shaped ? m->ring_crossings : m->local_max;
@@ -36,9 +44,7 @@ double tune_hier_allreduce(const tune_model_t *m, double n, int p)
     double fill = (local < net ? local : net) * (seg < n ? seg / n : 1.0);
     double latency = 2.0 * (L - 1) * m->alpha + 2.0 * (G - 1) * rings * m->net_alpha;
 
-    if (p == 1)
-        return 0.0;
-    return spread(m) ? latency + (local > net ? local : net) + fill : INFINITY;
+    return priced(m, p, latency + (local > net ? local : net) + fill);
 }
 
 /* Two stages running at once, the shorter one hidden but for its first part of `frac`. */
@@ -60,9 +66,7 @@ double tune_hier_allgather(const tune_model_t *m, double n, int p)
     double net = (G - 1) * L * block * m->net_beta;
     double latency = (L - 1) * m->alpha + (G - 1) * m->net_alpha;
 
-    if (p == 1)
-        return 0.0;
-    return spread(m) ? latency + overlapped(local, net, block > 0 ? c / block : 1.0) : INFINITY;
+    return priced(m, p, latency + overlapped(local, net, block > 0 ? c / block : 1.0));
 }
 
 /*
@@ -81,9 +85,7 @@ double tune_hier_broadcast(const tune_model_t *m, double n, int p)
                  + (c > 0 ? n / c / L : 0.0) * m->net_alpha;
     double latency = 2.0 * (L - 1) * m->alpha + (G - 1) * m->net_alpha;
 
-    if (p == 1)
-        return 0.0;
-    return spread(m) ? latency + overlapped(local, net, piece > 0 ? c / piece : 1.0) : INFINITY;
+    return priced(m, p, latency + overlapped(local, net, piece > 0 ? c / piece : 1.0));
 }
 
 /*
@@ -103,7 +105,5 @@ double tune_hier_reduce_scatter(const tune_model_t *m, double n, int p)
     double net = (G - 1) * L * block * m->net_beta;
     double latency = (L - 1) * m->alpha + (G - 1) * m->net_alpha;
 
-    if (p == 1)
-        return 0.0;
-    return spread(m) ? latency + overlapped(local, net, block > 0 ? c / block : 1.0) : INFINITY;
+    return priced(m, p, latency + overlapped(local, net, block > 0 ? c / block : 1.0));
 }

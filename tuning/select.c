@@ -533,32 +533,24 @@ const chorus__config_table_t tune_config_table = {
     .count = sizeof(tune_config_vars) / sizeof(tune_config_vars[0]),
 };
 
+/* A rate variable: finite, and above 0 (rates) or at least 0 (latencies). */
+static int rate_valid(const char *name, double v, int positive)
+{
+    if (isfinite(v) && (positive ? v > 0.0 : v >= 0.0))
+        return 1;
+    chorus_error("invalid %s %g: must be %s", name, v, positive ? "above 0" : "0 or more");
+    return 0;
+}
+
 chorus_status_t tune_model_from_config(const tune_config_t *config, size_t chunk_bytes,
                                        tune_model_t *model_p)
 {
-    if (!isfinite(config->alpha_us) || config->alpha_us < 0.0) {
-        chorus_error("invalid CHORUS_TUNE_ALPHA_US %g: must be 0 or more", config->alpha_us);
+    if (!rate_valid("CHORUS_TUNE_ALPHA_US", config->alpha_us, 0) ||
+        !rate_valid("CHORUS_TUNE_BANDWIDTH_GBS", config->bandwidth_gbs, 1) ||
+        !rate_valid("CHORUS_TUNE_REDUCE_GBS", config->reduce_gbs, 1) ||
+        !rate_valid("CHORUS_TUNE_NET_ALPHA_US", config->net_alpha_us, 0) ||
+        !rate_valid("CHORUS_TUNE_NET_BANDWIDTH_GBS", config->net_bandwidth_gbs, 1))
         return CHORUS_ERR_INVALID_ARG;
-    }
-    if (!isfinite(config->bandwidth_gbs) || config->bandwidth_gbs <= 0.0) {
-        chorus_error("invalid CHORUS_TUNE_BANDWIDTH_GBS %g: must be above 0",
-                     config->bandwidth_gbs);
-        return CHORUS_ERR_INVALID_ARG;
-    }
-    if (!isfinite(config->reduce_gbs) || config->reduce_gbs <= 0.0) {
-        chorus_error("invalid CHORUS_TUNE_REDUCE_GBS %g: must be above 0", config->reduce_gbs);
-        return CHORUS_ERR_INVALID_ARG;
-    }
-    if (!isfinite(config->net_alpha_us) || config->net_alpha_us < 0.0) {
-        chorus_error("invalid CHORUS_TUNE_NET_ALPHA_US %g: must be 0 or more",
-                     config->net_alpha_us);
-        return CHORUS_ERR_INVALID_ARG;
-    }
-    if (!isfinite(config->net_bandwidth_gbs) || config->net_bandwidth_gbs <= 0.0) {
-        chorus_error("invalid CHORUS_TUNE_NET_BANDWIDTH_GBS %g: must be above 0",
-                     config->net_bandwidth_gbs);
-        return CHORUS_ERR_INVALID_ARG;
-    }
     tune_model_default(model_p);
     model_p->net_alpha = config->net_alpha_us * 1e-6;
     model_p->net_beta = 1.0 / (config->net_bandwidth_gbs * 1e9);
