@@ -113,18 +113,23 @@ chorus_status_t chorus_comm_create_from_id(int rank, int size,
                                            double timeout_s,
                                            chorus_comm_t *comm_p);
 
-/* Waits for this rank's pending operations (bounded by the timeout), then frees. */
+/*
+ * Waits for this rank's pending operations on comm (bounded by the timeout),
+ * then frees it. The connections and the progress thread go with the last
+ * communicator of their context.
+ */
 chorus_status_t chorus_comm_destroy(chorus_comm_t comm);
 
 /*
- * Abort: every pending and future call on comm returns CHORUS_ERR_ABORTED,
- * and the peers see this rank leave. Safe to call from any thread, also
- * while another thread waits; returns without waiting for the network.
- * The communicator must still be destroyed.
+ * Abort: every pending and future call on comm, and on every communicator
+ * split or duplicated from the same one, returns CHORUS_ERR_ABORTED, and the
+ * peers see this rank leave. Safe to call from any thread, also while
+ * another thread waits; returns without waiting for the network. The
+ * communicators must still be destroyed.
  */
 chorus_status_t chorus_comm_abort(chorus_comm_t comm);
 
-/* The first background fault recorded on comm, or CHORUS_OK. */
+/* The first background fault recorded on comm's context, or CHORUS_OK. */
 chorus_status_t chorus_comm_get_error(chorus_comm_t comm);
 
 /* Queries; -1 when comm is NULL. */
@@ -139,6 +144,25 @@ int chorus_comm_local_size(chorus_comm_t comm);
  */
 int chorus_comm_node_count(chorus_comm_t comm);
 int chorus_comm_node(chorus_comm_t comm, int rank);
+
+/*
+ * Sub-communicators, with MPI's semantics. Both are collective over comm
+ * (every rank calls, in the same order as its other calls on comm) and need
+ * no new rendezvous, thread or connection: the new communicator shares
+ * comm's context, and a fault or an abort on either fails both.
+ *
+ * chorus_comm_split: ranks that pass the same color form a new communicator,
+ * ordered by key, then by their rank in comm. A rank that passes
+ * CHORUS_UNDEFINED takes part but gets *newcomm_p = NULL. Other negative
+ * colors are invalid. chorus_comm_dup: the same group in the same order,
+ * with its own sequence of calls. Destroy the new communicator with
+ * chorus_comm_destroy, before or after comm.
+ */
+#define CHORUS_UNDEFINED (-1)
+
+chorus_status_t chorus_comm_split(chorus_comm_t comm, int color, int key,
+                                  chorus_comm_t *newcomm_p);
+chorus_status_t chorus_comm_dup(chorus_comm_t comm, chorus_comm_t *newcomm_p);
 
 /* ---- per-call options: the one extension point ------------------------ */
 

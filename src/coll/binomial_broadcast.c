@@ -32,7 +32,8 @@ static chorus_status_t bcast_forward(coll_sched_t *s, const coll_args_t *args, c
     return CHORUS_OK;
 }
 
-static chorus_status_t binomial_broadcast_build(const coll_args_t *args, coll_sched_t *sched)
+static chorus_status_t binomial_broadcast_build(const coll_args_t *args,
+                                                const coll_env_t *env, coll_sched_t *sched)
 {
     int is_root = args->rank == args->root;
     size_t esize, ce, nchunks;

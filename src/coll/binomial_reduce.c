@@ -132,7 +132,8 @@ static chorus_status_t brd_alloc(brd_build_t *b)
     return CHORUS_OK;
 }
 
-static chorus_status_t binomial_reduce_build(const coll_args_t *args, coll_sched_t *sched)
+static chorus_status_t binomial_reduce_build(const coll_args_t *args,
+                                             const coll_env_t *env, coll_sched_t *sched)
 {
     brd_build_t b = {.args = args, .s = sched};
     size_t nchunks;

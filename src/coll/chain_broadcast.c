@@ -12,7 +12,8 @@
 
 enum { CHAIN_BCAST_PHASE = 1 };
 
-static chorus_status_t chain_broadcast_build(const coll_args_t *args, coll_sched_t *sched)
+static chorus_status_t chain_broadcast_build(const coll_args_t *args,
+                                             const coll_env_t *env, coll_sched_t *sched)
 {
     int is_root = args->rank == args->root;
     int v, prev, next;

@@ -1,10 +1,13 @@
 /*
  * Collectives as schedules. An algorithm is a pure builder: from the call's
- * arguments and this rank's position it appends steps (send, receive,
- * reduce, copy) to a schedule, each naming the earlier steps it waits for.
- * One generic executor (schedule.c) runs any schedule over the transport
- * interface, so pipelining falls out of the dependencies: chunk k+1 is on
- * the wire while chunk k is reduced.
+ * arguments and this rank's place (the environment: layout, node team) it
+ * appends steps (send, receive, reduce, copy, a collective on a team) to a
+ * schedule, each naming the earlier steps it waits for. One generic
+ * executor (schedule.c) runs any schedule through a port (a communicator's
+ * view of the transports), so pipelining falls out of the dependencies:
+ * chunk k+1 is on the wire while chunk k is reduced. A schedule is a task
+ * (transports/base/task.h), as is a collective a collective transport runs
+ * on a team.
  */
 #ifndef CHORUS_COLL_H
 #define CHORUS_COLL_H
@@ -14,48 +17,53 @@
 #include "chorus.h"
 #include "coll/scratch_pool.h"
 #include "topology/layout.h"
+#include "transports/base/coll_args.h"
+#include "transports/base/task.h"
+#include "transports/base/team.h"
 #include "transports/base/transport.h"
-
-typedef enum {
-    COLL_ALLREDUCE = 0,
-    COLL_ALLGATHER,
-    COLL_BROADCAST,
-    COLL_REDUCE_SCATTER,
-    COLL_REDUCE,
-    COLL_ALLTOALL,
-    COLL_BARRIER,
-    COLL_TYPE_COUNT
-} coll_type_t;
-
-const char *coll_type_name(coll_type_t coll);
-/* COLL_TYPE_COUNT when name is unknown. */
-coll_type_t coll_type_from_name(const char *name);
+#include "tuning/cost_model.h"
 
 /*
- * One call, as the algorithms see it. count follows the public API: the
- * element count per rank for allgather (sendcount), reduce_scatter
- * (recvcount) and alltoall (per peer), the whole vector otherwise.
+ * A team as the algorithms see it: the collective transport serving it, its
+ * members (ranks of the communicator, ascending) and this rank's position.
+ * team is NULL for a team that is only described, for pricing.
  */
 typedef struct {
-    coll_type_t coll;
-    const void *sendbuf;
-    void *recvbuf;
-    size_t count;
-    chorus_dtype_t dtype;
-    chorus_op_t op;
-    int root;
-    int rank;
-    int size;
-    size_t chunk_bytes;     /* pipeline chunk (CHORUS_CHUNK_SIZE) */
+    const tl_coll_ops_t *ops;
+    tl_coll_ctx_t *ctx;
+    tl_team_t *team;
+    tl_team_desc_t desc;
+    const int *ranks;           /* [desc.size] */
+    int me;
+} coll_team_t;
+
+/*
+ * Where a call runs, beyond its arguments: what builders and prices read.
+ * Every rank of a communicator has the same environment but for node_team.
+ */
+typedef struct {
+    int nranks;
     const topo_layout_t *layout;    /* which ranks share a node; NULL: not known */
-} coll_args_t;
+    /*
+     * This rank's node's team, when a collective transport serves every node
+     * of more than one rank (NULL: node-local stages go through the port).
+     */
+    coll_team_t *node_team;
+    /* For pricing: the collective transport of the node teams and the typical team. */
+    const tl_coll_ops_t *team_ops;
+    tl_coll_ctx_t *team_ctx;
+    tl_team_desc_t team_desc;
+    const tune_model_t *model;
+    coll_mem_t mem;
+} coll_env_t;
 
 typedef enum {
     COLL_STEP_SEND = 0,     /* send bytes at src to peer with tag */
     COLL_STEP_RECV,         /* receive exactly bytes into dst from peer with tag */
     COLL_STEP_REDUCE,       /* dst = src op src2, bytes / dtype size elements */
     COLL_STEP_COPY,         /* memcpy(dst, src, bytes); no-op when dst == src */
-    COLL_STEP_FINALIZE      /* chorus__reduce_finalize(dst, bytes / esize, nranks): AVG's division */
+    COLL_STEP_FINALIZE,     /* chorus__reduce_finalize(dst, bytes / esize, nranks): AVG's division */
+    COLL_STEP_TEAM          /* a collective on a team: the task runs it */
 } coll_step_kind_t;
 
 #define COLL_STEP_MAX_DEPS 4
@@ -71,10 +79,12 @@ typedef struct {
     const void *src;
     const void *src2;
     size_t bytes;
+    chorus__task_t *task;   /* COLL_STEP_TEAM */
     tl_req_t req;
 } coll_step_t;
 
 typedef struct {
+    chorus__task_t head;    /* a schedule is a task */
     coll_step_t *steps;
     size_t nsteps;
     size_t capacity;
@@ -84,6 +94,9 @@ typedef struct {
     chorus_dtype_t dtype;
     chorus_op_t op;
     int nranks;             /* for FINALIZE */
+    int owned;              /* allocated by coll_sched_create: finalize frees it */
+    tl_port_t *port;        /* where transfers go (coll_sched_bind) */
+    uint64_t tag_base;      /* OR-ed into every step's tag */
     /* executor state */
     size_t first_pending;
     chorus_status_t status;
@@ -92,8 +105,14 @@ typedef struct {
 
 #define COLL_NO_DEP UINT32_MAX
 
+/* A schedule in place (tests), or one on the heap that its task's finalize frees. */
 void coll_sched_init(coll_sched_t *sched, chorus_dtype_t dtype, chorus_op_t op, int nranks);
+chorus_status_t coll_sched_create(coll_scratch_pool_t *pool, chorus_dtype_t dtype,
+                                  chorus_op_t op, int nranks, coll_sched_t **sched_p);
+/* Free the steps and scratch (and the schedule itself when created). */
 void coll_sched_finalize(coll_sched_t *sched);
+/* Where the schedule's transfers go: port, with tag_base OR-ed into every tag. */
+void coll_sched_bind(coll_sched_t *sched, tl_port_t *port, uint64_t tag_base);
 /* Scratch memory owned by the schedule (NULL on failure). */
 void *coll_sched_alloc(coll_sched_t *sched, size_t bytes);
 
@@ -113,6 +132,16 @@ long coll_sched_copy(coll_sched_t *s, void *dst, const void *src, size_t bytes,
 long coll_sched_finalize_op(coll_sched_t *s, void *buf, size_t bytes,
                             const long *deps, int ndeps);
 /*
+ * A collective on team: args in the team's positions (rank = team->me, size
+ * = its members); the v-forms' arrays and the buffers must outlive the
+ * schedule (coll_sched_alloc). The team runs it with the variant its
+ * transport prices lowest. The task is created now, so the call takes its
+ * team turn in the order the steps are appended. Returns the step's index,
+ * or -1 when out of memory or no variant runs it.
+ */
+long coll_sched_team(coll_sched_t *s, coll_team_t *team, const coll_args_t *args,
+                     const long *deps, int ndeps);
+/*
  * A step that completes once every step in deps[0 .. n) has (negative
  * entries are ignored): empty copies, each waiting for at most
  * COLL_STEP_MAX_DEPS others, joined as a tree. Returns its index, -1 when
@@ -123,12 +152,12 @@ long coll_sched_join(coll_sched_t *s, const long *deps, size_t n);
 long coll_sched_join_since(coll_sched_t *s, long first);
 
 /*
- * The executor. tag_base is OR-ed into every algorithm tag (the call's
- * sequence number in the high 32 bits). Returns 1 when the schedule is
- * complete, 0 when it is still running, or a negative status when it
- * failed (sched->failed_peer names the peer when a transfer failed).
+ * The executor, through the port and tag base given by coll_sched_bind.
+ * Returns 1 when the schedule is complete, 0 when it is still running, or
+ * a negative status when it failed (sched->failed_peer names the peer when
+ * a transfer failed).
  */
-int coll_sched_progress(coll_sched_t *s, const tl_ops_t *tl, tl_ctx_t *ctx, uint64_t tag_base);
+int coll_sched_progress(coll_sched_t *s);
 
 /* Ranks taking part in a stage of an algorithm, as positions 0 .. size-1. */
 typedef struct {
@@ -170,27 +199,36 @@ chorus_status_t coll_check_blocks(const coll_args_t *args, const char *alg, int 
  * The checks of a builder that splits work by node: a layout of args->size
  * ranks, and recvbuf (and sendbuf when needs_send) not NULL when count > 0.
  */
-chorus_status_t coll_check_layout(const coll_args_t *a, const char *alg, int needs_send);
+chorus_status_t coll_check_layout(const coll_args_t *a, const coll_env_t *env, const char *alg,
+                                  int needs_send);
 
-/* Node-local algorithms run by the shared-memory path (transports/shm), not as schedules. */
-typedef enum {
-    COLL_SHM_NONE = 0,
-    COLL_SHM_FLAT,          /* staging; every rank reads every slot */
-    COLL_SHM_SLICE,         /* staging; each rank reduces one slice for all */
-    COLL_SHM_CMA            /* single copy between the ranks' buffers */
-} coll_shm_kind_t;
-
-/* An algorithm: a schedule builder for one collective, or a node-local kind (build NULL). */
-typedef struct {
+/*
+ * An algorithm: a schedule builder, or (team_ops set) a variant of a
+ * collective transport that runs the whole call on the node team, when that
+ * team holds every rank.
+ */
+typedef struct coll_alg {
     const char *name;
     coll_type_t coll;
-    chorus_status_t (*build)(const coll_args_t *args, coll_sched_t *sched);
-    coll_shm_kind_t shm;
+    chorus_status_t (*build)(const coll_args_t *args, const coll_env_t *env,
+                             coll_sched_t *sched);
+    const tl_coll_ops_t *team_ops;
+    int team_variant;
 } coll_alg_t;
 
-/* Every algorithm, NULL-terminated; coll_alg_find by (collective, name). */
-extern const coll_alg_t *const coll_algs[];
+/*
+ * The task of a call with alg: a schedule built and bound to port and
+ * tag_base (scratch from pool), or the node team's task. Team turns are
+ * taken now: create the tasks of one communicator in call order.
+ */
+chorus_status_t coll_alg_task(const coll_alg_t *alg, const coll_args_t *args,
+                              const coll_env_t *env, tl_port_t *port, uint64_t tag_base,
+                              coll_scratch_pool_t *pool, chorus__task_t **task_p);
+
+/* The algorithm of coll called name (a builder, or a team variant of a built-in transport). */
 const coll_alg_t *coll_alg_find(coll_type_t coll, const char *name);
+/* Every schedule builder, NULL-terminated. */
+extern const coll_alg_t *const coll_algs[];
 
 /* The algorithms. */
 extern const coll_alg_t coll_ring_allreduce;
@@ -203,11 +241,10 @@ extern const coll_alg_t coll_chain_broadcast;         /* pipelined chain */
 extern const coll_alg_t coll_binomial_reduce;
 extern const coll_alg_t coll_pairwise_alltoall;
 extern const coll_alg_t coll_dissemination_barrier;
-/* Hierarchical: node-local stages over the transport, each byte crossing to a node once. */
+/* Hierarchical: node-local stages on the node team, each byte crossing to a node once. */
 extern const coll_alg_t coll_hier_allreduce;
 extern const coll_alg_t coll_hier_allgather;
 extern const coll_alg_t coll_hier_broadcast;
 extern const coll_alg_t coll_hier_reduce_scatter;
-extern const coll_alg_t coll_shm_algs[];              /* coll_shm_algs.c, ends with name NULL */
 
 #endif

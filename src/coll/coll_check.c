@@ -27,11 +27,14 @@ chorus_status_t coll_check_blocks(const coll_args_t *a, const char *alg, int red
     return CHORUS_OK;
 }
 
-chorus_status_t coll_check_layout(const coll_args_t *a, const char *alg, int needs_send)
+chorus_status_t coll_check_layout(const coll_args_t *a, const coll_env_t *env, const char *alg,
+                                  int needs_send)
 {
-    if (a->layout == NULL || a->layout->size != a->size) {
+    const topo_layout_t *l = env != NULL ? env->layout : NULL;
+
+    if (l == NULL || l->size != a->size) {
         chorus_error("%s: rank %d has no layout of %d ranks (layout of %d)", alg, a->rank,
-                     a->size, a->layout != NULL ? a->layout->size : 0);
+                     a->size, l != NULL ? l->size : 0);
         return CHORUS_ERR_INVALID_ARG;
     }
     if (a->count > 0 && (a->recvbuf == NULL || (needs_send && a->sendbuf == NULL))) {

@@ -12,7 +12,8 @@
 
 static const char barrier_token = 1;
 
-static chorus_status_t dissemination_barrier_build(const coll_args_t *args, coll_sched_t *sched)
+static chorus_status_t dissemination_barrier_build(const coll_args_t *args,
+                                                   const coll_env_t *env, coll_sched_t *sched)
 {
     char *sink;
     /* The previous round's send and receive: a round signals only what all earlier ones heard. */

@@ -111,14 +111,15 @@ static chorus_status_t hier_ag_level(const hier_ag_t *h, size_t c, int d)
     return status;
 }
 
-static chorus_status_t hier_allgather_build(const coll_args_t *args, coll_sched_t *sched)
+static chorus_status_t hier_allgather_build(const coll_args_t *args,
+                                            const coll_env_t *env, coll_sched_t *sched)
 {
-    hier_ag_t h = {.a = args, .l = args->layout, .sched = sched};
+    hier_ag_t h = {.a = args, .l = env->layout, .sched = sched};
     chorus_status_t status = coll_check_blocks(args, "hier allgather", 0, 1, &h.esize);
     char *own;
 
     if (status == CHORUS_OK)
-        status = coll_check_layout(args, "hier allgather", 1);
+        status = coll_check_layout(args, env, "hier allgather", 1);
     if (status != CHORUS_OK || args->count == 0)
         return status;
     h.block = args->count * h.esize;

@@ -287,14 +287,15 @@ static chorus_status_t hier_ar_segments(hier_ar_t *h, long *last)
     return status;
 }
 
-static chorus_status_t hier_allreduce_build(const coll_args_t *args, coll_sched_t *sched)
+static chorus_status_t hier_allreduce_build(const coll_args_t *args,
+                                            const coll_env_t *env, coll_sched_t *sched)
 {
-    hier_ar_t h = {.args = args, .l = args->layout, .sched = sched};
+    hier_ar_t h = {.args = args, .l = env->layout, .sched = sched};
     long *last = NULL;
     chorus_status_t status = coll_check_blocks(args, "hier allreduce", 1, 0, &h.esize);
 
     if (status == CHORUS_OK)
-        status = coll_check_layout(args, "hier allreduce", 1);
+        status = coll_check_layout(args, env, "hier allreduce", 1);
     if (status != CHORUS_OK || args->count == 0)
         return status;
     h.shards = h.l->local_max;

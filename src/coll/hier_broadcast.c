@@ -131,22 +131,23 @@ static chorus_status_t hier_bc_chunk(const hier_bc_t *h, size_t c)
 }
 
 /* The checks beyond coll_check_blocks: the root, then coll_check_layout. */
-static chorus_status_t hier_bc_check(const coll_args_t *a)
+static chorus_status_t hier_bc_check(const coll_args_t *a, const coll_env_t *env)
 {
     if (a->root < 0 || a->root >= a->size) {
         chorus_error("hier broadcast: invalid root %d of size %d", a->root, a->size);
         return CHORUS_ERR_INVALID_ARG;
     }
-    return coll_check_layout(a, "hier broadcast", a->rank == a->root);
+    return coll_check_layout(a, env, "hier broadcast", a->rank == a->root);
 }
 
-static chorus_status_t hier_broadcast_build(const coll_args_t *args, coll_sched_t *sched)
+static chorus_status_t hier_broadcast_build(const coll_args_t *args,
+                                            const coll_env_t *env, coll_sched_t *sched)
 {
-    hier_bc_t h = {.a = args, .l = args->layout, .sched = sched};
+    hier_bc_t h = {.a = args, .l = env->layout, .sched = sched};
     chorus_status_t status = coll_check_blocks(args, "hier broadcast", 0, 0, &h.esize);
 
     if (status == CHORUS_OK)
-        status = hier_bc_check(args);
+        status = hier_bc_check(args, env);
     if (status != CHORUS_OK || args->count == 0)
         return status;
     if (args->rank == args->root && args->sendbuf != args->recvbuf &&

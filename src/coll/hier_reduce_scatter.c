@@ -179,13 +179,14 @@ static chorus_status_t hier_rs_setup(hier_rs_t *h)
     return CHORUS_OK;
 }
 
-static chorus_status_t hier_reduce_scatter_build(const coll_args_t *args, coll_sched_t *sched)
+static chorus_status_t hier_reduce_scatter_build(const coll_args_t *args,
+                                                 const coll_env_t *env, coll_sched_t *sched)
 {
-    hier_rs_t h = {.a = args, .l = args->layout, .sched = sched};
+    hier_rs_t h = {.a = args, .l = env->layout, .sched = sched};
     chorus_status_t status = coll_check_blocks(args, "hier reduce_scatter", 1, 1, &h.esize);
 
     if (status == CHORUS_OK)
-        status = coll_check_layout(args, "hier reduce_scatter", 1);
+        status = coll_check_layout(args, env, "hier reduce_scatter", 1);
     if (status != CHORUS_OK || args->count == 0)
         return status;
     h.block = args->count * h.esize;

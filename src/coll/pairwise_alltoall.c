@@ -40,7 +40,8 @@ static chorus_status_t pairwise_steps(const coll_args_t *a, coll_sched_t *sched,
     return CHORUS_OK;
 }
 
-static chorus_status_t pairwise_alltoall_build(const coll_args_t *args, coll_sched_t *sched)
+static chorus_status_t pairwise_alltoall_build(const coll_args_t *args,
+                                               const coll_env_t *env, coll_sched_t *sched)
 {
     size_t esize, block, total;
     const char *send = args->sendbuf;

@@ -210,7 +210,7 @@ static chorus_status_t rab_single(rab_build_t *b)
 }
 
 static chorus_status_t rabenseifner_allreduce_build(const coll_args_t *args,
-                                                    coll_sched_t *sched)
+                                                    const coll_env_t *env, coll_sched_t *sched)
 {
     rab_build_t b = {.args = args, .s = sched, .last = {-1, -1}};
 

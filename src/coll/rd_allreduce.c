@@ -129,7 +129,8 @@ static chorus_status_t rd_chunk(rd_build_t *b, size_t off, size_t bytes, size_t 
     return CHORUS_OK;
 }
 
-static chorus_status_t rd_allreduce_build(const coll_args_t *args, coll_sched_t *sched)
+static chorus_status_t rd_allreduce_build(const coll_args_t *args,
+                                          const coll_env_t *env, coll_sched_t *sched)
 {
     rd_build_t b = {.args = args, .s = sched};
     size_t ce, nchunks;

@@ -50,7 +50,8 @@ static chorus_status_t ring_ag_steps(const coll_args_t *a, coll_sched_t *sched, 
     return CHORUS_OK;
 }
 
-static chorus_status_t ring_allgather_build(const coll_args_t *args, coll_sched_t *sched)
+static chorus_status_t ring_allgather_build(const coll_args_t *args,
+                                            const coll_env_t *env, coll_sched_t *sched)
 {
     size_t esize, chunk, nchunks;
     char *own;

@@ -216,7 +216,8 @@ chorus_status_t coll_ring_allreduce_part(coll_sched_t *sched, const coll_ring_pa
     return ring_ar_run(&st, part->after);
 }
 
-static chorus_status_t ring_allreduce_build(const coll_args_t *args, coll_sched_t *sched)
+static chorus_status_t ring_allreduce_build(const coll_args_t *args,
+                                            const coll_env_t *env, coll_sched_t *sched)
 {
     ring_ar_t st = {.sched = sched, .op = args->op, .me = args->rank, .n = args->size,
                     .count = args->count};

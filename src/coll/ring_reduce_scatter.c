@@ -94,7 +94,8 @@ static chorus_status_t ring_rs_steps(ring_rs_t *st)
     return status;
 }
 
-static chorus_status_t ring_reduce_scatter_build(const coll_args_t *args, coll_sched_t *sched)
+static chorus_status_t ring_reduce_scatter_build(const coll_args_t *args,
+                                                 const coll_env_t *env, coll_sched_t *sched)
 {
     ring_rs_t st = {.args = args, .sched = sched};
     size_t block;

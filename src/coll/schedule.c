@@ -4,9 +4,9 @@
  * dependencies are done, within a bounded window past the first
  * incomplete step, so a call costs O(window) however long the schedule.
  *
- * The executor never calls tl->progress: the caller (the communicator's
- * progress loop) drives the transport, then calls coll_sched_progress for
- * each running schedule.
+ * The executor never drives the transports: the caller (the context's
+ * progress loop) does, then progresses each running task. A team step's
+ * task is progressed here, as it polls memory rather than file descriptors.
  */
 #include "coll/coll.h"
 
@@ -22,14 +22,37 @@
 
 enum { STEP_WAITING = 0, STEP_POSTED = 1, STEP_DONE = 2 };
 
+static const chorus__task_ops_t sched_task_ops;
+
 void coll_sched_init(coll_sched_t *sched, chorus_dtype_t dtype, chorus_op_t op, int nranks)
 {
     memset(sched, 0, sizeof(*sched));
+    chorus__task_init(&sched->head, &sched_task_ops, 0);
     sched->dtype = dtype;
     sched->op = op;
     sched->nranks = nranks;
     sched->status = CHORUS_OK;
     sched->failed_peer = -1;
+}
+
+chorus_status_t coll_sched_create(coll_scratch_pool_t *pool, chorus_dtype_t dtype,
+                                  chorus_op_t op, int nranks, coll_sched_t **sched_p)
+{
+    coll_sched_t *s = malloc(sizeof(*s));
+
+    if (s == NULL)
+        return CHORUS_ERR_NO_MEMORY;
+    coll_sched_init(s, dtype, op, nranks);
+    s->pool = pool;
+    s->owned = 1;
+    *sched_p = s;
+    return CHORUS_OK;
+}
+
+void coll_sched_bind(coll_sched_t *sched, tl_port_t *port, uint64_t tag_base)
+{
+    sched->port = port;
+    sched->tag_base = tag_base;
 }
 
 /* 1 when some step is posted to the transport and not yet completed by it. */
@@ -48,21 +71,29 @@ static int sched_has_inflight(const coll_sched_t *s)
 
 void coll_sched_finalize(coll_sched_t *sched)
 {
+    int owned = sched->owned;
+
     if (sched->steps != NULL && sched_has_inflight(sched)) {
         /*
          * The transport still holds requests pointing into this schedule
          * (there is no cancel): freeing would let it write into freed
-         * memory. Leak instead; the caller should fail_all first.
+         * memory. Leak instead; the caller should fail the transports first.
          */
         chorus_error("schedule finalized with transfers in flight; leaking %zu steps",
                      sched->nsteps);
         memset(sched, 0, sizeof(*sched));
         return;
     }
+    for (size_t i = 0; i < sched->nsteps; i++)
+        chorus__task_finalize(sched->steps[i].task);
     for (size_t i = 0; i < sched->nscratch; i++)
         coll_pool_put(sched->pool, sched->scratch[i]);
     free(sched->scratch);
     free(sched->steps);
+    if (owned) {
+        free(sched);
+        return;
+    }
     memset(sched, 0, sizeof(*sched));
     sched->failed_peer = -1;
 }
@@ -342,12 +373,35 @@ static int step_run_local(coll_sched_t *s, coll_step_t *step)
     return 0;
 }
 
+/* A team step's task moved: 0, or a negative status. */
+static int step_team_progress(coll_sched_t *s, coll_step_t *step, int *moved)
+{
+    int rc = chorus__task_progress(step->task);
+
+    if (rc < 0)
+        return sched_fail(s, (chorus_status_t)rc, step->task->failed_peer);
+    if (rc == 0)
+        return 0;
+    *moved = 1;
+    if (step->task->status != CHORUS_OK)
+        return sched_fail(s, step->task->status, step->task->failed_peer);
+    step->state = STEP_DONE;
+    return 0;
+}
+
 /* Start a step whose dependencies are done. Returns 0 or a negative status. */
-static int step_start(coll_sched_t *s, coll_step_t *step, const tl_ops_t *tl, tl_ctx_t *ctx,
-                      uint64_t tag_base)
+static int step_start(coll_sched_t *s, coll_step_t *step)
 {
     chorus_status_t st;
+    int moved = 0;
 
+    if (step->kind == COLL_STEP_TEAM) {
+        st = chorus__task_post(step->task);
+        if (st != CHORUS_OK)
+            return sched_fail(s, st, -1);
+        step->state = STEP_POSTED;
+        return step_team_progress(s, step, &moved);
+    }
     if (step->kind != COLL_STEP_SEND && step->kind != COLL_STEP_RECV)
         return step_run_local(s, step);
     /* Both sides build the same sizes, so neither posts an empty transfer. */
@@ -357,11 +411,11 @@ static int step_start(coll_sched_t *s, coll_step_t *step, const tl_ops_t *tl, tl
     }
     memset(&step->req, 0, sizeof(step->req));
     if (step->kind == COLL_STEP_SEND)
-        st = tl->send_nb(ctx, step->peer, step->src, step->bytes, tag_base | step->tag,
-                         &step->req);
+        st = s->port->send_nb(s->port, step->peer, s->tag_base | step->tag, step->src,
+                              step->bytes, &step->req);
     else
-        st = tl->recv_nb(ctx, step->peer, step->dst, step->bytes, tag_base | step->tag,
-                         &step->req);
+        st = s->port->recv_nb(s->port, step->peer, s->tag_base | step->tag, step->dst,
+                              step->bytes, &step->req);
     if (st != CHORUS_OK)
         return sched_fail(s, st, step->peer);
     step->state = STEP_POSTED;
@@ -371,7 +425,7 @@ static int step_start(coll_sched_t *s, coll_step_t *step, const tl_ops_t *tl, tl
 }
 
 /* One pass over the window. Returns 1 when a step moved, 0 when none, or a negative status. */
-static int sched_pass(coll_sched_t *s, const tl_ops_t *tl, tl_ctx_t *ctx, uint64_t tag_base)
+static int sched_pass(coll_sched_t *s)
 {
     size_t end;
     int moved = 0;
@@ -387,6 +441,11 @@ static int sched_pass(coll_sched_t *s, const tl_ops_t *tl, tl_ctx_t *ctx, uint64
 
         if (step->state == STEP_DONE)
             continue;
+        if (step->state == STEP_POSTED && step->kind == COLL_STEP_TEAM) {
+            if ((rc = step_team_progress(s, step, &moved)) < 0)
+                return rc;
+            continue;
+        }
         if (step->state == STEP_POSTED) {
             if (!step->req.done)
                 continue;
@@ -394,7 +453,7 @@ static int sched_pass(coll_sched_t *s, const tl_ops_t *tl, tl_ctx_t *ctx, uint64
         } else {
             if (!step_deps_done(s, step))
                 continue;
-            rc = step_start(s, step, tl, ctx, tag_base);
+            rc = step_start(s, step);
         }
         if (rc < 0)
             return rc;
@@ -403,16 +462,85 @@ static int sched_pass(coll_sched_t *s, const tl_ops_t *tl, tl_ctx_t *ctx, uint64
     return moved;
 }
 
-int coll_sched_progress(coll_sched_t *s, const tl_ops_t *tl, tl_ctx_t *ctx, uint64_t tag_base)
+int coll_sched_progress(coll_sched_t *s)
 {
     int rc;
 
     if (s->status != CHORUS_OK)
         return s->status;
     do {
-        rc = sched_pass(s, tl, ctx, tag_base);
+        rc = sched_pass(s);
         if (rc < 0)
             return rc;
     } while (rc > 0);
     return s->first_pending == s->nsteps ? 1 : 0;
 }
+
+/* ---- the schedule as a task ---------------------------------------------- */
+
+static coll_sched_t *sched_of(chorus__task_t *task)
+{
+    return (coll_sched_t *)task;
+}
+
+static int sched_task_progress(chorus__task_t *task)
+{
+    coll_sched_t *s = sched_of(task);
+    int rc = coll_sched_progress(s);
+
+    if (rc < 0)
+        task->failed_peer = s->failed_peer;
+    return rc;
+}
+
+/* A team step in progress waits on its peers' memory: sleep there. */
+static int sched_task_wait(chorus__task_t *task, unsigned max_us)
+{
+    coll_sched_t *s = sched_of(task);
+    size_t end = s->first_pending + COLL_SCHED_WINDOW;
+
+    if (end > s->nsteps)
+        end = s->nsteps;
+    for (size_t i = s->first_pending; i < end; i++) {
+        coll_step_t *step = &s->steps[i];
+
+        if (step->kind == COLL_STEP_TEAM && step->state == STEP_POSTED)
+            return chorus__task_wait(step->task, max_us);
+    }
+    return 0;
+}
+
+/* Every rank skips the call alike: its team steps still take their turns. */
+static void sched_task_skip(chorus__task_t *task, chorus_status_t status)
+{
+    coll_sched_t *s = sched_of(task);
+
+    for (size_t i = 0; i < s->nsteps; i++) {
+        if (s->steps[i].task != NULL)
+            chorus__task_skip(s->steps[i].task, status);
+    }
+}
+
+static void sched_task_fail(chorus__task_t *task, chorus_status_t status)
+{
+    coll_sched_t *s = sched_of(task);
+
+    for (size_t i = 0; i < s->nsteps; i++) {
+        if (s->steps[i].task != NULL)
+            chorus__task_fail(s->steps[i].task, status);
+    }
+}
+
+static void sched_task_finalize(chorus__task_t *task)
+{
+    coll_sched_finalize(sched_of(task));
+}
+
+static const chorus__task_ops_t sched_task_ops = {
+    .name = "schedule",
+    .progress = sched_task_progress,
+    .wait = sched_task_wait,
+    .skip = sched_task_skip,
+    .fail = sched_task_fail,
+    .finalize = sched_task_finalize,
+};

@@ -1,6 +1,7 @@
 /*
  * The public collective calls: check every argument, describe the call as
- * coll_args_t, post it. Blocking calls are a post followed by a wait.
+ * coll_args_t, post it. A blocking call is a post followed by a wait, or
+ * runs in the calling thread (request.c).
  */
 #include <stdint.h>
 #include <string.h>
@@ -93,8 +94,8 @@ static chorus_status_t check_args(const char *fn, chorus_comm_t comm, const coll
 }
 
 /*
- * Check and post a call. With blocking set, a node-local call may run at once
- * in the calling thread instead: then *req_p is NULL and the call is over.
+ * Check and post a call. With blocking set, the call may run at once in the
+ * calling thread instead: then *req_p is NULL and the call is over.
  */
 static chorus_status_t coll_start(const char *fn, chorus_comm_t comm, coll_args_t *a,
                                   const chorus_opts_t *opts, int blocking,
@@ -104,7 +105,6 @@ static chorus_status_t coll_start(const char *fn, chorus_comm_t comm, coll_args_
     size_t send_elems = a->count, recv_elems = a->count;
     const char *sbuf = a->sendbuf, *rbuf = a->recvbuf;
     int in_place = sbuf == rbuf;
-    const coll_alg_t *alg;
     chorus_status_t status;
 
     if (req_p == NULL) {
@@ -114,8 +114,8 @@ static chorus_status_t coll_start(const char *fn, chorus_comm_t comm, coll_args_
     if (comm != NULL) {
         a->rank = comm->rank;
         a->size = comm->size;
-        a->chunk_bytes = comm->cfg.chunk_bytes;
-        a->layout = comm->layout;
+        a->chunk_bytes = comm->ctx->cfg.chunk_bytes;
+        a->mem = COLL_MEM_HOST;
     }
     switch (a->coll) {
     case COLL_ALLGATHER:
@@ -139,13 +139,7 @@ static chorus_status_t coll_start(const char *fn, chorus_comm_t comm, coll_args_
     if (status != CHORUS_OK)
         return status;
     *req_p = NULL;
-    status = (chorus_status_t)atomic_load(&comm->error);
-    if (status != CHORUS_OK)
-        return status;
-    alg = chorus__request_select(comm, a);
-    if (blocking && chorus__shm_run_inline(comm, a, alg, &status))
-        return status;
-    return chorus__request_post_alg(comm, a, alg, req_p);
+    return chorus__call(comm, a, blocking, req_p);
 }
 
 static chorus_status_t coll_post(const char *fn, chorus_comm_t comm, coll_args_t *a,

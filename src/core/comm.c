@@ -1,417 +1,456 @@
 /*
- * Communicator creation and teardown: rendezvous through the bootstrap
- * store, transport connection, selection table, progress thread.
+ * Communicators as views over a context: opening one over a group of the
+ * context's ranks, splitting and duplicating, destroying, the queries.
  */
-#include <netdb.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
-#include "core/bootstrap.h"
 #include "core/comm.h"
-#include "core/comm_create.h"
 #include "core/stall.h"
-#include "topology/node.h"
-#include "topology/topo.h"
 #include "util/log.h"
-#include "util/sha256.h"
-#include "util/sock.h"
 #include "util/time.h"
 
-#define COMM_NODE_ID_MAX CHORUS_NODE_ID_MAX
+/* ---- the port: a communicator's ranks and space over the context's lanes ---- */
 
-/* What each rank publishes at the rendezvous. */
-typedef struct {
-    char tl_addr[TL_ADDR_MAX];
-    char node_id[COMM_NODE_ID_MAX];
-    char place[TOPO_PLACE_MAX];     /* CPUs, NUMA, nearest NIC; filled at debug level */
-    shm_card_t shm;
-} comm_card_t;
-
-/*
- * The local address from which this host reaches the store: a connected
- * UDP socket reveals the route's source address without sending anything.
- */
-static chorus_status_t comm_local_host(const char *store_addr, char *host, size_t len)
+static chorus__port_t *port_of(tl_port_t *port)
 {
-    char name[CHORUS_SOCK_HOST_MAX], port[16];
-    int port_num;
-    struct addrinfo hints = {.ai_socktype = SOCK_DGRAM}, *res = NULL;
-    struct sockaddr_storage local;
-    socklen_t local_len = sizeof(local);
-    chorus_status_t status = CHORUS_ERR_SYSTEM;
-    int fd;
-
-    if (chorus__sock_parse_addr(store_addr, name, sizeof(name), &port_num) != CHORUS_OK)
-        return CHORUS_ERR_INVALID_ARG;
-    snprintf(port, sizeof(port), "%d", port_num);
-    if (getaddrinfo(name, port, &hints, &res) != 0 || res == NULL) {
-        chorus_error("cannot resolve rendezvous address '%s'", store_addr);
-        return CHORUS_ERR_INVALID_ARG;
-    }
-    fd = socket(res->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (fd >= 0 && connect(fd, res->ai_addr, res->ai_addrlen) == 0 &&
-        getsockname(fd, (struct sockaddr *)&local, &local_len) == 0 &&
-        getnameinfo((struct sockaddr *)&local, local_len, host, (socklen_t)len, NULL, 0,
-                    NI_NUMERICHOST) == 0)
-        status = CHORUS_OK;
-    else
-        chorus_error("cannot find the local address that reaches '%s': %m", store_addr);
-    if (fd >= 0)
-        close(fd);
-    freeaddrinfo(res);
-    return status;
+    return (chorus__port_t *)port;
 }
 
-static chorus_status_t comm_check_args(int rank, int size, const char *addr, double timeout_s)
+static chorus_status_t port_send(tl_port_t *port, int peer, uint64_t tag, const void *buf,
+                                 size_t len, tl_req_t *req)
 {
-    if (size < 1) {
-        chorus_error("invalid argument size=%d: must be at least 1", size);
+    chorus__port_t *p = port_of(port);
+
+    if (peer < 0 || peer >= p->comm->size)
         return CHORUS_ERR_INVALID_ARG;
-    }
-    if (rank < 0 || rank >= size) {
-        chorus_error("invalid argument rank=%d: must be in [0, %d)", rank, size);
-        return CHORUS_ERR_INVALID_ARG;
-    }
-    if (addr == NULL || *addr == '\0' || strchr(addr, ':') == NULL) {
-        chorus_error("invalid argument addr='%s': expected host:port", addr ? addr : "(null)");
-        return CHORUS_ERR_INVALID_ARG;
-    }
-    if (timeout_s != timeout_s) {
-        chorus_error("invalid argument timeout_s=nan");
-        return CHORUS_ERR_INVALID_ARG;
-    }
-    return CHORUS_OK;
+    return chorus__ctx_send(p->comm->ctx, p->comm->ranks[peer], p->space, tag, buf, len, req);
 }
 
-static chorus_status_t comm_read_config(chorus_comm_t comm, double timeout_s)
+static chorus_status_t port_recv(tl_port_t *port, int peer, uint64_t tag, void *buf,
+                                 size_t capacity, tl_req_t *req)
 {
-    chorus_status_t status = chorus__config_read(&chorus__core_config_table, &comm->cfg);
+    chorus__port_t *p = port_of(port);
 
-    if (status != CHORUS_OK)
-        return status;
-    if (timeout_s > 0)
-        comm->cfg.timeout_s = timeout_s;
-    if (comm->cfg.timeout_s <= 0) {
-        chorus_error("invalid value %g for CHORUS_TIMEOUT: must be positive", comm->cfg.timeout_s);
+    if (peer < 0 || peer >= p->comm->size)
         return CHORUS_ERR_INVALID_ARG;
-    }
-    if (comm->cfg.chunk_bytes < 64) {
-        chorus_error("invalid value %zu for CHORUS_CHUNK_SIZE: must be at least 64",
-                     comm->cfg.chunk_bytes);
-        return CHORUS_ERR_INVALID_ARG;
-    }
-    if (!(comm->cfg.stall_warn_s >= 0)) {
-        chorus_error("invalid value %g for CHORUS_STALL_WARN: must be 0 (off) or positive "
-                     "seconds", comm->cfg.stall_warn_s);
-        return CHORUS_ERR_INVALID_ARG;
-    }
-    comm->tl = tl_find(comm->cfg.transport.s);
-    if (comm->tl == NULL) {
-        chorus_error("invalid value '%s' for CHORUS_TRANSPORT: not built in (built in: tcp)",
-                     comm->cfg.transport.s);
-        return CHORUS_ERR_INVALID_ARG;
-    }
-    return CHORUS_OK;
+    return chorus__ctx_recv(p->comm->ctx, p->comm->ranks[peer], p->space, tag, buf, capacity,
+                            req);
 }
 
-/* At debug level, where this rank runs (the map costs a hwloc discovery, tens of ms). */
-static void comm_place(char *place, size_t len)
+static void port_init(chorus__port_t *p, chorus_comm_t comm, uint32_t space)
 {
-    topo_config_t cfg;
-    topo_node_t *node = NULL;
-
-    if (!chorus_log_enabled(CHORUS_LOG_DEBUG))
-        return;
-    if (chorus__config_read(&topo_config_table, &cfg) != CHORUS_OK ||
-        topo_node_create(&cfg, &node) != CHORUS_OK)
-        node = NULL;
-    topo_place_self(node, place, len);
-    topo_node_free(node);
+    p->port.send_nb = port_send;
+    p->port.recv_nb = port_recv;
+    p->comm = comm;
+    p->space = space;
 }
 
-/* Rank 0 at debug level: every rank's node and place. */
-static void comm_log_places(chorus_comm_t comm, const comm_card_t *cards)
+/* ---- opening a communicator ---------------------------------------------- */
+
+/* The communicator's own layout: the context's, restricted to its ranks in its order. */
+static chorus_status_t comm_layout(chorus_comm_t comm)
 {
-    if (comm->rank != 0 || !chorus_log_enabled(CHORUS_LOG_DEBUG))
-        return;
+    const topo_layout_t *world = comm->ctx->layout;
+    int *node_of = malloc((size_t)comm->size * sizeof(*node_of));
+    chorus_status_t status;
+    int node;
+
+    if (node_of == NULL)
+        return CHORUS_ERR_NO_MEMORY;
     for (int r = 0; r < comm->size; r++)
-        chorus_debug("rank %d: node %d (%s), local rank %d, %s", r, comm->layout->node_of[r],
-                     cards[r].node_id, comm->layout->local_index[r],
-                     cards[r].place[0] ? cards[r].place : "place not reported");
-}
-
-/* Exchange cards through the store; fills local rank/size and the transport addresses. */
-static chorus_status_t comm_rendezvous(chorus_comm_t comm, const comm_create_params_t *p,
-                                       const char *local_host, char *tl_addrs,
-                                       uint8_t session_key[32])
-{
-    comm_card_t card, *cards;
-    const char **ids;
-    size_t len = sizeof(card.tl_addr);
-    char host_seen[256];
-    chorus_status_t status;
-
-    memset(&card, 0, sizeof(card));
-    status = comm->tl->get_address(comm->tl_ctx, card.tl_addr, &len);
+        node_of[r] = world->node_of[comm->ranks[r]];
+    status = topo_layout_from_nodes(node_of, comm->size, &comm->layout);
+    free(node_of);
     if (status != CHORUS_OK)
         return status;
-    if (chorus__node_identity(card.node_id, sizeof(card.node_id)) != CHORUS_OK)
-        snprintf(card.node_id, sizeof(card.node_id), "unknown-node");
-    comm_place(card.place, sizeof(card.place));
-    status = chorus__shm_region_open(comm, &card.shm);
-    if (status != CHORUS_OK)
-        return status;
-    cards = calloc((size_t)comm->size, sizeof(*cards));
-    ids = calloc((size_t)comm->size, sizeof(*ids));
-    if (cards == NULL || ids == NULL) {
-        status = CHORUS_ERR_NO_MEMORY;
-        goto out;
-    }
-    status = chorus__bootstrap_exchange(p->addr, p->secret, p->secret_len, comm->rank,
-                                        comm->size, comm->cfg.timeout_s, &card, sizeof(card),
-                                        cards, session_key, host_seen, sizeof(host_seen));
-    if (status != CHORUS_OK)
-        goto out;
-    for (int r = 0; r < comm->size; r++) {
-        cards[r].node_id[COMM_NODE_ID_MAX - 1] = '\0';
-        cards[r].place[TOPO_PLACE_MAX - 1] = '\0';
-        ids[r] = cards[r].node_id;
-        memcpy(tl_addrs + (size_t)r * TL_ADDR_MAX, cards[r].tl_addr, TL_ADDR_MAX);
-    }
-    status = topo_layout_build(ids, comm->size, &comm->layout);
-    if (status == CHORUS_OK) {
-        comm->local_rank = comm->layout->local_index[comm->rank];
-        comm->local_size = topo_layout_node_size(comm->layout,
-                                                 comm->layout->node_of[comm->rank]);
-    }
-    if (status == CHORUS_OK && comm->rank == 0 && comm->layout->nnodes > 1 &&
-        chorus_log_enabled(CHORUS_LOG_INFO)) {
-        char shape[128];
-        topo_layout_shape(comm->layout, shape, sizeof(shape));
-        chorus_info("%d ranks on %d nodes (ranks per node %s)", comm->size,
-                    comm->layout->nnodes, shape);
-    }
-    if (status == CHORUS_OK)
-        comm_log_places(comm, cards);
-    /* One node holds every rank: keep the shared-memory cards (local rank = rank). */
-    if (status == CHORUS_OK && comm->local_size == comm->size && comm->size > 1) {
-        comm->shm_cards = calloc((size_t)comm->size, sizeof(*comm->shm_cards));
-        if (comm->shm_cards == NULL)
-            status = CHORUS_ERR_NO_MEMORY;
-        for (int r = 0; comm->shm_cards != NULL && r < comm->size; r++)
-            comm->shm_cards[r] = cards[r].shm;
-    }
-    chorus_debug("rank %d: rendezvous done at %s (local %s, seen by store as %s), local rank "
-                 "%d of %d", comm->rank, p->addr, local_host, host_seen, comm->local_rank,
-                 comm->local_size);
-out:
-    free(ids);
-    free(cards);
-    return status;
-}
-
-/*
- * The key transport connections prove they hold: derived from the job secret
- * and the rendezvous address, so it is known before the rendezvous (the
- * transport listens before its address is published) and differs per job.
- */
-static void comm_transport_key(const comm_create_params_t *p, uint8_t key[CHORUS_SHA256_BYTES])
-{
-    char label[512];
-    int len = snprintf(label, sizeof(label), "chorus transport key %s", p->addr);
-
-    chorus__hmac_sha256(p->secret, p->secret_len, label, (size_t)len, key);
-}
-
-static chorus_status_t comm_connect(chorus_comm_t comm, const comm_create_params_t *p)
-{
-    tl_ctx_params_t tlp;
-    uint8_t session_key[32], tl_key[CHORUS_SHA256_BYTES];
-    char local_host[256], *tl_addrs;
-    chorus_status_t status;
-
-    if (comm->cfg.ifaddr.s[0] != '\0')
-        snprintf(local_host, sizeof(local_host), "%s", comm->cfg.ifaddr.s);
-    else if ((status = comm_local_host(p->addr, local_host, sizeof(local_host))) != CHORUS_OK)
-        return status;
-    memset(&tlp, 0, sizeof(tlp));
-    tlp.rank = comm->rank;
-    tlp.size = comm->size;
-    tlp.bind_host = local_host;
-    tlp.timeout_s = comm->cfg.timeout_s;
-    comm_transport_key(p, tl_key);
-    tlp.auth_key = tl_key;
-    tlp.auth_key_len = sizeof(tl_key);
-    status = comm->tl->ctx_create(&tlp, &comm->tl_ctx);
-    if (status != CHORUS_OK)
-        return status;
-    tl_addrs = calloc((size_t)comm->size, TL_ADDR_MAX);
-    if (tl_addrs == NULL)
+    node = comm->layout->node_of[comm->rank];
+    comm->local_rank = comm->layout->local_index[comm->rank];
+    comm->local_size = topo_layout_node_size(comm->layout, node);
+    comm->node_members = malloc((size_t)comm->local_size * sizeof(*comm->node_members));
+    if (comm->node_members == NULL)
         return CHORUS_ERR_NO_MEMORY;
-    status = comm_rendezvous(comm, p, local_host, tl_addrs, session_key);
-    if (status == CHORUS_OK)
-        status = comm->tl->connect_all(comm->tl_ctx, tl_addrs);
-    free(tl_addrs);
-    return status;
+    for (int i = 0; i < comm->local_size; i++)
+        comm->node_members[i] = topo_layout_rank(comm->layout, node, i);
+    return CHORUS_OK;
 }
 
-/* Rank 0 at debug level: the job's layout and the selection table, as chorus-info prints them. */
-static void comm_log_tune(chorus_comm_t comm)
+static void comm_free(chorus_comm_t comm)
 {
-    char *text = NULL, *line, *save = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-
-    if (f == NULL)
-        return;
-    topo_layout_print(f, comm->layout, NULL, "");
-    tune_table_print(f, comm->tune);
-    fclose(f);
-    for (line = strtok_r(text, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save))
-        chorus_debug("%s", line);
-    free(text);
+    chorus__stall_destroy(comm->stall);
+    topo_layout_free(comm->layout);
+    free(comm->node_members);
+    free(comm->ranks);
+    free(comm->rank_of);
+    pthread_mutex_destroy(&comm->post_lock);
+    free(comm);
 }
 
-static chorus_status_t comm_build_tune(chorus_comm_t comm)
+static void comm_register(chorus_comm_t comm)
 {
-    tune_config_t tcfg;
-    tune_spread_t spread;
-    chorus_status_t status = chorus__config_read(&tune_config_table, &tcfg);
+    chorus__ctx_t *ctx = comm->ctx;
 
-    if (status != CHORUS_OK)
+    pthread_mutex_lock(&ctx->lock);
+    comm->next = ctx->comms;
+    ctx->comms = comm;
+    pthread_mutex_unlock(&ctx->lock);
+}
+
+static void comm_unregister(chorus_comm_t comm)
+{
+    chorus__ctx_t *ctx = comm->ctx;
+
+    pthread_mutex_lock(&ctx->lock);
+    for (chorus_comm_t *link = &ctx->comms; *link != NULL; link = &(*link)->next) {
+        if (*link == comm) {
+            *link = comm->next;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&ctx->lock);
+}
+
+chorus_comm_t chorus__comm_of_space(chorus__ctx_t *ctx, uint32_t space)
+{
+    for (chorus_comm_t comm = ctx->comms; comm != NULL; comm = comm->next) {
+        if (comm->space == space)
+            return comm;
+    }
+    return NULL;
+}
+
+chorus_status_t chorus__comm_open(chorus__ctx_t *ctx, int *ranks, int size, uint32_t space,
+                                  chorus_comm_t *comm_p)
+{
+    chorus_comm_t comm = calloc(1, sizeof(*comm));
+    chorus_status_t status = CHORUS_ERR_NO_MEMORY;
+
+    /* The communicator holds the context; failing here lets it go again. */
+    pthread_mutex_lock(&ctx->lock);
+    ctx->refs++;
+    pthread_mutex_unlock(&ctx->lock);
+    if (comm == NULL) {
+        free(ranks);
+        chorus__ctx_release(ctx);
         return status;
-    tune_spread_of(comm->layout, &spread);
-    status = tune_table_create_job(&tcfg, comm->size, comm->cfg.chunk_bytes,
-                                   comm->shm != NULL ? &comm->shm_agreed : NULL, &spread,
-                                   &comm->tune);
-    if (status == CHORUS_OK && comm->rank == 0 && chorus_log_enabled(CHORUS_LOG_DEBUG))
-        comm_log_tune(comm);
-    return status;
-}
-
-chorus_status_t chorus__comm_create(const comm_create_params_t *p, chorus_comm_t *comm_p)
-{
-    chorus__store_t *store = NULL;
-    char store_addr[CHORUS_SOCK_ADDR_MAX];
-    chorus_comm_t comm;
-    chorus_status_t status;
-
-    chorus__log_init();
-    if (comm_p == NULL) {
-        chorus_error("invalid argument comm_p=NULL");
-        return CHORUS_ERR_INVALID_ARG;
     }
-    status = comm_check_args(p->rank, p->size, p->addr, p->timeout_s);
-    if (status != CHORUS_OK)
-        return status;
-    comm = calloc(1, sizeof(*comm));
-    if (comm == NULL)
-        return CHORUS_ERR_NO_MEMORY;
-    comm->rank = p->rank;
-    comm->size = p->size;
-    comm->local_rank = 0;
-    comm->local_size = 1;
-    comm->epoll_fd = comm->wake_fd = -1;
-    pthread_mutex_init(&comm->lock, NULL);
-    coll_pool_init(&comm->scratch_pool);
-    {
-        pthread_condattr_t attr;
-        pthread_condattr_init(&attr);
-        pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-        pthread_cond_init(&comm->cond, &attr);
-        pthread_condattr_destroy(&attr);
+    comm->ctx = ctx;
+    comm->ranks = ranks;
+    comm->size = size;
+    comm->space = space;
+    comm->rank = -1;
+    pthread_mutex_init(&comm->post_lock, NULL);
+    comm->rank_of = malloc((size_t)ctx->size * sizeof(*comm->rank_of));
+    if (comm->rank_of == NULL)
+        goto err;
+    for (int r = 0; r < ctx->size; r++)
+        comm->rank_of[r] = -1;
+    for (int r = 0; r < size; r++) {
+        comm->rank_of[ranks[r]] = r;
+        if (ranks[r] == ctx->rank)
+            comm->rank = r;
     }
-    status = comm_read_config(comm, p->timeout_s);
-    if (status != CHORUS_OK)
-        goto err_free;
-    if (p->host_store && p->rank == 0) {
-        status = chorus__store_start(p->addr, p->secret, p->secret_len, comm->cfg.timeout_s,
-                                     0, store_addr, sizeof(store_addr), &store);
-        if (status != CHORUS_OK)
-            goto err_free;
+    port_init(&comm->port, comm, space);
+    port_init(&comm->setup_port, comm, space | CHORUS__SPACE_SETUP);
+    if ((status = comm_layout(comm)) != CHORUS_OK || (status = chorus__stall_create(comm)) !=
+                                                            CHORUS_OK)
+        goto err;
+    /* Registered first: control messages of its space find it during the setup. */
+    comm_register(comm);
+    status = chorus__comm_setup(comm);
+    if (status != CHORUS_OK) {
+        comm_unregister(comm);
+        chorus__comm_teardown(comm);
+        goto err;
     }
-    status = comm_connect(comm, p);
-    if (store != NULL) {
-        chorus_status_t store_status = chorus__store_join(store);
-        if (status == CHORUS_OK)
-            status = store_status;
-    }
-    if (status != CHORUS_OK)
-        goto err_tl;
-    status = chorus__progress_start(comm);
-    if (status != CHORUS_OK)
-        goto err_tl;
-    /* After the progress thread: the ranks agree over the transport whether shm works. */
-    status = chorus__shm_setup(comm);
-    if (status == CHORUS_OK)
-        status = comm_build_tune(comm);
-    if (status != CHORUS_OK)
-        goto err_progress;
-    chorus_info("rank %d of %d: communicator ready (local rank %d of %d, transport %s)",
-                comm->rank, comm->size, comm->local_rank, comm->local_size, comm->tl->name);
     *comm_p = comm;
     return CHORUS_OK;
 
-err_progress:
-    chorus__progress_stop(comm);
-    chorus__shm_close(comm);
-    comm->tl->ctx_destroy(comm->tl_ctx);
-    chorus__stall_destroy(comm->stall);
-    goto err_free;
-err_tl:
-    chorus__shm_close(comm);
-    if (comm->tl_ctx)
-        comm->tl->ctx_destroy(comm->tl_ctx);
-err_free:
-    topo_layout_free(comm->layout);
-    coll_pool_destroy(&comm->scratch_pool);
-    pthread_cond_destroy(&comm->cond);
-    pthread_mutex_destroy(&comm->lock);
-    free(comm);
+err:
+    comm_free(comm);
+    chorus__ctx_release(ctx);
     return status;
 }
 
-chorus_status_t chorus_comm_destroy(chorus_comm_t comm)
-{
-    chorus_status_t status = CHORUS_OK;
-    double deadline;
+/* ---- split and dup -------------------------------------------------------- */
 
-    if (comm == NULL) {
-        chorus_error("chorus_comm_destroy: comm is NULL");
+/* What every rank of the parent says in a split. */
+typedef struct {
+    int64_t color;
+    int64_t key;
+    int64_t space;              /* a space free on this rank, reserved for this split */
+} split_card_t;
+
+typedef struct {
+    int64_t key;
+    int rank;
+} split_member_t;
+
+static int split_member_cmp(const void *a, const void *b)
+{
+    const split_member_t *x = a, *y = b;
+
+    if (x->key != y->key)
+        return x->key < y->key ? -1 : 1;
+    return (x->rank > y->rank) - (x->rank < y->rank);
+}
+
+/* ---- spaces -------------------------------------------------------------- */
+
+/* Whether space is taken on this rank: by a communicator, or reserved by a split (ctx->lock). */
+static int space_taken(chorus__ctx_t *ctx, uint32_t space)
+{
+    if (chorus__comm_of_space(ctx, space) != NULL)
+        return 1;
+    for (int i = 0; i < ctx->nreserved; i++) {
+        if (ctx->reserved[i] == space)
+            return 1;
+    }
+    return 0;
+}
+
+/* Reserve the lowest space from `from` on that is not taken here; 0 when none is left. */
+static uint32_t space_reserve(chorus__ctx_t *ctx, uint32_t from)
+{
+    uint32_t space = 0;
+
+    pthread_mutex_lock(&ctx->lock);
+    if (ctx->nreserved < CHORUS__RESERVED_MAX) {
+        for (uint32_t s = from; s > 0 && s < CHORUS__SPACE_SETUP; s++) {
+            if (!space_taken(ctx, s)) {
+                space = s;
+                ctx->reserved[ctx->nreserved++] = s;
+                break;
+            }
+        }
+    }
+    pthread_mutex_unlock(&ctx->lock);
+    return space;
+}
+
+static void space_release(chorus__ctx_t *ctx, uint32_t space)
+{
+    pthread_mutex_lock(&ctx->lock);
+    for (int i = 0; i < ctx->nreserved; i++) {
+        if (ctx->reserved[i] == space) {
+            ctx->reserved[i] = ctx->reserved[--ctx->nreserved];
+            break;
+        }
+    }
+    pthread_mutex_unlock(&ctx->lock);
+}
+
+/* A blocking reduction of n int64 values over comm, numbered among its calls. */
+static chorus_status_t split_reduce(chorus_comm_t comm, int64_t *vals, int n, chorus_op_t op)
+{
+    coll_args_t a = {.coll = COLL_ALLREDUCE, .sendbuf = vals, .recvbuf = vals, .count = (size_t)n,
+                     .dtype = CHORUS_INT64, .op = op, .rank = comm->rank, .size = comm->size,
+                     .chunk_bytes = comm->ctx->cfg.chunk_bytes};
+    chorus_request_t req;
+    chorus_status_t status = chorus__call(comm, &a, 1, &req);
+
+    return status == CHORUS_OK && req != NULL ? chorus_request_free(req) : status;
+}
+
+/*
+ * The new communicator's space, free on every rank of comm, also among the
+ * splits other threads of a rank run at the same time: every rank proposes
+ * one it reserved, all take the highest, and each says whether that one is
+ * free here too; if some rank cannot take it, all try again above it. On
+ * success *space_p stays reserved until the communicator holds it.
+ * Members of different colors get the same number, but never exchange a
+ * message in it.
+ */
+static chorus_status_t split_space(chorus_comm_t comm, const split_card_t *all,
+                                   uint32_t mine, uint32_t *space_p)
+{
+    chorus__ctx_t *ctx = comm->ctx;
+    int64_t agreed = 0;
+    chorus_status_t status = CHORUS_OK;
+
+    for (int r = 0; r < comm->size; r++)
+        agreed = all[r].space > agreed ? all[r].space : agreed;
+    for (int round = 0; status == CHORUS_OK; round++) {
+        int64_t vote[2];
+        int have;
+
+        if (agreed <= 0) {
+            chorus_error("rank %d: no free communicator space is left", comm->rank);
+            status = CHORUS_ERR_NO_MEMORY;
+            break;
+        }
+        if ((uint32_t)agreed != mine) {
+            uint32_t got = space_reserve(ctx, (uint32_t)agreed);
+            space_release(ctx, mine);
+            mine = got;
+        }
+        have = mine == (uint32_t)agreed;
+        /* Everyone could take it (min of 1/0), and the next proposal (max) otherwise. */
+        vote[0] = have;
+        vote[1] = have ? agreed : (int64_t)mine;
+        status = split_reduce(comm, &vote[0], 1, CHORUS_MIN);
+        if (status == CHORUS_OK && vote[0] == 1) {
+            *space_p = mine;
+            return CHORUS_OK;
+        }
+        if (status == CHORUS_OK)
+            status = split_reduce(comm, &vote[1], 1, CHORUS_MAX);
+        agreed = vote[1] > agreed ? vote[1] : agreed + 1;
+        chorus_debug("rank %d: split: space taken somewhere, round %d tries %lld", comm->rank,
+                     round + 1, (long long)agreed);
+    }
+    space_release(ctx, mine);
+    return status;
+}
+
+static chorus_status_t split_members(chorus_comm_t comm, const split_card_t *all, int color,
+                                     int **ranks_p, int *n_p)
+{
+    split_member_t *m = malloc((size_t)comm->size * sizeof(*m));
+    int *ranks, n = 0;
+
+    if (m == NULL)
+        return CHORUS_ERR_NO_MEMORY;
+    for (int r = 0; r < comm->size; r++) {
+        if (all[r].color == color)
+            m[n++] = (split_member_t){.key = all[r].key, .rank = r};
+    }
+    qsort(m, (size_t)n, sizeof(*m), split_member_cmp);
+    ranks = malloc((size_t)n * sizeof(*ranks));
+    if (ranks == NULL) {
+        free(m);
+        return CHORUS_ERR_NO_MEMORY;
+    }
+    for (int i = 0; i < n; i++)
+        ranks[i] = comm->ranks[m[i].rank];
+    free(m);
+    *ranks_p = ranks;
+    *n_p = n;
+    return CHORUS_OK;
+}
+
+static chorus_status_t split_check(chorus_comm_t comm, int color, chorus_comm_t *newcomm_p)
+{
+    if (comm == NULL || newcomm_p == NULL) {
+        chorus_error("chorus_comm_split: invalid argument %s=NULL",
+                     comm == NULL ? "comm" : "newcomm_p");
         return CHORUS_ERR_INVALID_ARG;
     }
-    deadline = chorus__now() + comm->cfg.timeout_s;
-    pthread_mutex_lock(&comm->lock);
+    if (color < 0 && color != CHORUS_UNDEFINED) {
+        chorus_error("chorus_comm_split: invalid argument color=%d: must be 0 or more, or "
+                     "CHORUS_UNDEFINED", color);
+        return CHORUS_ERR_INVALID_ARG;
+    }
+    return chorus__ctx_error(comm->ctx);
+}
+
+chorus_status_t chorus_comm_split(chorus_comm_t comm, int color, int key,
+                                  chorus_comm_t *newcomm_p)
+{
+    chorus_status_t status = split_check(comm, color, newcomm_p);
+    coll_args_t a = {.coll = COLL_ALLGATHER, .count = 3, .dtype = CHORUS_INT64,
+                     .op = CHORUS_SUM};
+    split_card_t mine, *all;
+    chorus_request_t req;
+    uint32_t space = 0;
+    int *ranks, n;
+
+    if (status != CHORUS_OK)
+        return status;
+    all = malloc((size_t)comm->size * sizeof(*all));
+    mine = (split_card_t){.color = color, .key = key, .space = space_reserve(comm->ctx, 1)};
+    if (all == NULL) {
+        space_release(comm->ctx, (uint32_t)mine.space);
+        free(all);
+        return CHORUS_ERR_NO_MEMORY;
+    }
+    /* A collective of comm, numbered and ordered among its other calls. */
+    a.sendbuf = &mine;
+    a.recvbuf = all;
+    a.rank = comm->rank;
+    a.size = comm->size;
+    a.chunk_bytes = comm->ctx->cfg.chunk_bytes;
+    status = chorus__call(comm, &a, 1, &req);
+    if (status == CHORUS_OK && req != NULL)
+        status = chorus_request_free(req);
+    if (status == CHORUS_OK)
+        status = split_space(comm, all, (uint32_t)mine.space, &space);
+    else
+        space_release(comm->ctx, (uint32_t)mine.space);
+    if (status == CHORUS_OK && color != CHORUS_UNDEFINED)
+        status = split_members(comm, all, color, &ranks, &n);
+    free(all);
+    if (status != CHORUS_OK || color == CHORUS_UNDEFINED) {
+        if (status == CHORUS_OK) {
+            space_release(comm->ctx, space);
+            *newcomm_p = NULL;
+        }
+        return status;
+    }
+    status = chorus__comm_open(comm->ctx, ranks, n, space, newcomm_p);
+    space_release(comm->ctx, space);
+    if (status == CHORUS_OK && (*newcomm_p)->rank == 0)
+        chorus_debug("rank %d: split color %d into a communicator of %d ranks (space %u)",
+                     comm->rank, color, n, space);
+    return status;
+}
+
+chorus_status_t chorus_comm_dup(chorus_comm_t comm, chorus_comm_t *newcomm_p)
+{
+    if (comm == NULL) {
+        chorus_error("chorus_comm_dup: invalid argument comm=NULL");
+        return CHORUS_ERR_INVALID_ARG;
+    }
+    return chorus_comm_split(comm, 0, comm->rank, newcomm_p);
+}
+
+/* ---- destroy, abort, queries ---------------------------------------------- */
+
+/* Wait until comm has nothing outstanding or deadline passes; 1 when it has not. */
+static int comm_wait_idle(chorus_comm_t comm, double deadline)
+{
+    chorus__ctx_t *ctx = comm->ctx;
+    int busy;
+
+    pthread_mutex_lock(&ctx->lock);
     while (comm->outstanding > 0 && chorus__now() < deadline) {
         struct timespec ts;
+
         clock_gettime(CLOCK_MONOTONIC, &ts);
         ts.tv_nsec += 50 * 1000 * 1000;
         if (ts.tv_nsec >= 1000000000L) {
             ts.tv_sec++;
             ts.tv_nsec -= 1000000000L;
         }
-        pthread_cond_timedwait(&comm->cond, &comm->lock, &ts);
+        pthread_cond_timedwait(&ctx->cond, &ctx->lock, &ts);
     }
-    if (comm->outstanding > 0) {
+    busy = comm->outstanding > 0;
+    pthread_mutex_unlock(&ctx->lock);
+    return busy;
+}
+
+chorus_status_t chorus_comm_destroy(chorus_comm_t comm)
+{
+    chorus__ctx_t *ctx;
+    chorus_status_t status = CHORUS_OK;
+
+    if (comm == NULL) {
+        chorus_error("chorus_comm_destroy: comm is NULL");
+        return CHORUS_ERR_INVALID_ARG;
+    }
+    ctx = comm->ctx;
+    if (comm_wait_idle(comm, chorus__now() + ctx->cfg.timeout_s)) {
         chorus_error("rank %d: destroying the communicator with %d operations still pending",
                      comm->rank, comm->outstanding);
         status = CHORUS_ERR_TIMEOUT;
+        /* Its calls must end before it goes: failing the context ends them at once. */
+        chorus__ctx_fail(ctx, CHORUS_ERR_TIMEOUT);
+        comm_wait_idle(comm, chorus__now() + ctx->cfg.timeout_s);
     }
-    pthread_mutex_unlock(&comm->lock);
-    chorus__progress_stop(comm);
-    comm->tl->ctx_destroy(comm->tl_ctx);
-    /* After the transport: it held the control receives' buffers until then. */
-    chorus__stall_destroy(comm->stall);
-    tune_table_destroy(comm->tune);
-    topo_layout_free(comm->layout);
-    chorus__shm_close(comm);
-    coll_pool_destroy(&comm->scratch_pool);
-    pthread_cond_destroy(&comm->cond);
-    pthread_mutex_destroy(&comm->lock);
-    free(comm);
+    comm_unregister(comm);
+    chorus__comm_teardown(comm);
+    comm_free(comm);
+    chorus__ctx_release(ctx);
     return status;
 }
 
@@ -421,9 +460,8 @@ chorus_status_t chorus_comm_abort(chorus_comm_t comm)
         chorus_error("chorus_comm_abort: comm is NULL");
         return CHORUS_ERR_INVALID_ARG;
     }
-    chorus__comm_set_error(comm, CHORUS_ERR_ABORTED);
-    atomic_store(&comm->aborted, 1);
-    chorus__progress_wake(comm);
+    atomic_store(&comm->ctx->aborted, 1);
+    chorus__ctx_fail(comm->ctx, CHORUS_ERR_ABORTED);
     return CHORUS_OK;
 }
 
@@ -433,7 +471,7 @@ chorus_status_t chorus_comm_get_error(chorus_comm_t comm)
         chorus_error("chorus_comm_get_error: comm is NULL");
         return CHORUS_ERR_INVALID_ARG;
     }
-    return (chorus_status_t)atomic_load(&comm->error);
+    return chorus__ctx_error(comm->ctx);
 }
 
 int chorus_comm_rank(chorus_comm_t comm) { return comm ? comm->rank : -1; }

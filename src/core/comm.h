@@ -1,7 +1,9 @@
 /*
- * The communicator and its requests. A communicator owns one transport
- * context and one progress thread; user threads post requests to a queue
- * and wait on them, the progress thread runs their schedules.
+ * Communicators and their requests. A communicator is a view over a
+ * context (context.h): an ordered group of the context's ranks, its own
+ * space in the connections, its own sequence of calls, its layout, its
+ * node's team and its selection table. User threads post requests to the
+ * context's queue and wait on them; the progress thread drives their tasks.
  */
 #ifndef CHORUS_CORE_COMM_H
 #define CHORUS_CORE_COMM_H
@@ -12,119 +14,102 @@
 
 #include "chorus.h"
 #include "coll/coll.h"
-#include "core/core_config.h"
-#include "transports/base/transport.h"
-#include "topology/layout.h"
-#include "transports/shm/shm.h"
+#include "core/context.h"
 #include "tuning/select.h"
 
-/*
- * The 64-bit transport tag: bits 0-31 the algorithm's tag, bits 32-61 the
- * call's sequence number (modulo 2^30: calls that far apart are never in
- * flight together), bit 62 the debug check's fingerprint exchange, bit 63
- * the stall reports' control messages. Algorithm traffic never sets the top
- * two bits, so neither kind of hidden message can match a data receive.
- */
-#define CHORUS_TAG_SEQ_BITS 30
-#define CHORUS_TAG_CHECK (1ULL << 62)
-#define CHORUS_TAG_CTRL  (1ULL << 63)
-
-static inline uint64_t chorus__tag_base(uint64_t seq)
-{
-    return (seq & ((1ULL << CHORUS_TAG_SEQ_BITS) - 1)) << 32;
-}
-
-typedef struct chorus__check chorus__check_t;   /* debug_check.c */
 typedef struct chorus__stall chorus__stall_t;   /* stall.c */
+
+/* A port over the context's lanes, in one space of one communicator. */
+typedef struct {
+    tl_port_t port;
+    struct chorus_comm *comm;
+    uint32_t space;
+} chorus__port_t;
 
 struct chorus_request {
     chorus_comm_t comm;
-    coll_args_t args;
-    const coll_alg_t *alg;
-    coll_sched_t sched;
-    uint64_t seq;               /* the call's sequence number on this communicator */
+    chorus__task_t *task;
+    coll_args_t args;           /* the call, for reports */
+    const char *alg_name;
+    uint64_t seq;               /* the call's number on its communicator */
+    int setup;                  /* a creation-time exchange: no stall reports */
     double deadline;
     double posted_at;           /* chorus__now() when posted */
     double stall_at;            /* next stall report, 0: none */
-    chorus__check_t *check;     /* the fingerprint exchange still to run (CHORUS_DEBUG_CHECK) */
-    shm_op_t shm_op;            /* the call's state when alg is node-local (alg->shm) */
-    chorus_status_t check_status;   /* the debug check's verdict */
-    int done;                   /* under comm->lock */
+    int done;                   /* under ctx->lock */
     int orphaned;               /* freed by the user before completion: the progress thread frees it */
     chorus_status_t status;
     struct chorus_request *next;
 };
 
 struct chorus_comm {
+    chorus__ctx_t *ctx;
     int rank;
     int size;
+    int *ranks;                 /* [size]: the context rank of each rank */
+    int *rank_of;               /* [ctx->size]: the rank here of each context rank, or -1 */
+    uint32_t space;
     int local_rank;
     int local_size;
-    topo_layout_t *layout;      /* which ranks share a node (from the rendezvous) */
-    chorus__core_config_t cfg;
+    topo_layout_t *layout;      /* which of its ranks share a node */
     tune_table_t *tune;
-    coll_scratch_pool_t scratch_pool;   /* scratch of large schedules, reused across calls */
 
-    const tl_ops_t *tl;
-    tl_ctx_t *tl_ctx;
+    /* What the algorithms see: layout, node team, the model. */
+    coll_env_t env;
+    coll_team_t node_team;      /* env.node_team points here when a collective transport serves the node */
+    int *node_members;          /* [local_size]: the ranks of this rank's node, ascending */
+    int cores;                  /* fewest cores any rank may run on (agreed at creation) */
 
-    pthread_t thread;
-    int thread_started;
-    int epoll_fd;
-    int wake_fd;                /* eventfd: new work, abort, stop */
-    int tl_fd_watched;          /* the transport's fd is in epoll_fd (progress thread) */
+    chorus__port_t port;        /* the communicator's calls */
+    chorus__port_t setup_port;  /* its creation-time exchanges */
 
-    pthread_mutex_t lock;
-    pthread_cond_t cond;        /* a request completed */
-    struct chorus_request *queue_head;   /* posted, not yet seen by the progress thread */
-    struct chorus_request *queue_tail;
-    int outstanding;            /* posted and not complete */
-    uint64_t next_seq;          /* of the calling thread */
-
-    struct chorus_request *active;       /* owned by the progress thread */
-    chorus__stall_t *stall;     /* control messages of the stall reports (progress thread) */
-
-    shm_config_t shm_cfg;
-    shm_region_t *shm_region;   /* this rank's region until the node is set up */
-    shm_card_t *shm_cards;      /* every rank's card, until the node is set up */
-    shm_node_t *shm;            /* node-local path: set when every rank shares this node */
-    tune_node_t shm_agreed;     /* what every local rank agreed on: single copy, cores, slots */
+    pthread_mutex_t post_lock;  /* numbers calls and takes team turns in call order */
+    _Atomic uint64_t next_seq;  /* changed under post_lock; read anywhere (stall answers) */
+    uint64_t setup_seq;         /* under post_lock */
+    int outstanding;            /* under ctx->lock: posted and not complete */
     _Atomic uint64_t inline_done;   /* calls completed in the calling thread: highest seq + 1 */
-
-    atomic_int stop;
-    atomic_int aborted;
-    atomic_int error;           /* first fault (chorus_status_t), 0 when none */
+    chorus__stall_t *stall;     /* stall reports (progress thread) */
+    struct chorus_comm *next;   /* in ctx->comms */
 };
 
-/* Progress thread (progress.c). */
-chorus_status_t chorus__progress_start(chorus_comm_t comm);
-void chorus__progress_stop(chorus_comm_t comm);
-void chorus__progress_wake(chorus_comm_t comm);
+/* ---- communicators (comm.c) ---------------------------------------------- */
 
-/* Requests (request.c). */
-/* Post a call to the progress thread with alg (chorus__request_select's choice, or another). */
-chorus_status_t chorus__request_post_alg(chorus_comm_t comm, const coll_args_t *args,
-                                         const coll_alg_t *alg, chorus_request_t *req_p);
-/* Hand a node-local call begun in the calling thread over to the progress thread. */
-chorus_status_t chorus__request_adopt_shm(chorus_comm_t comm, const shm_op_t *op,
-                                          const coll_alg_t *alg, uint64_t seq,
-                                          double posted_at, chorus_request_t *req_p);
-/* The selection table's algorithm for args (logged and NULL when there is none). */
-const coll_alg_t *chorus__request_select(chorus_comm_t comm, const coll_args_t *args);
-/* Bytes the selection table is indexed by: the whole vector moved. */
-size_t chorus__request_bytes(const coll_args_t *args);
+/*
+ * A communicator over ctx of the context ranks ranks[0 .. size), in that
+ * order (taken over), with space: layout, node team and selection table,
+ * exchanged among its ranks. Collective over them.
+ */
+chorus_status_t chorus__comm_open(chorus__ctx_t *ctx, int *ranks, int size, uint32_t space,
+                                  chorus_comm_t *comm_p);
+/* The communicator of space in ctx, or NULL (progress thread; under ctx->lock). */
+chorus_comm_t chorus__comm_of_space(chorus__ctx_t *ctx, uint32_t space);
 
-/* Node-local path (shm_path.c). */
-chorus_status_t chorus__shm_region_open(chorus_comm_t comm, shm_card_t *card);
-chorus_status_t chorus__shm_setup(chorus_comm_t comm);
-void chorus__shm_close(chorus_comm_t comm);
-/* Runs the call (alg: the table's choice) in the calling thread when it can: 1, else 0. */
-int chorus__shm_run_inline(chorus_comm_t comm, const coll_args_t *args, const coll_alg_t *alg,
-                           chorus_status_t *status_p);
+/* ---- creation-time exchanges (comm_setup.c) ------------------------------ */
+
+/* Node team and selection table of a new communicator. Collective. */
+chorus_status_t chorus__comm_setup(chorus_comm_t comm);
+/* Release what chorus__comm_setup made. */
+void chorus__comm_teardown(chorus_comm_t comm);
+/* Every rank's len bytes of mine into all (size * len bytes), in the setup space. */
+chorus_status_t chorus__comm_setup_allgather(chorus_comm_t comm, const void *mine, size_t len,
+                                             void *all);
+/* The minimum over every rank of each of n int32 values, in the setup space. */
+chorus_status_t chorus__comm_setup_min(chorus_comm_t comm, const int32_t *mine,
+                                       int32_t *all, int n);
+
+/* ---- requests (request.c) ------------------------------------------------ */
+
+/*
+ * Post a call whose arguments were checked. blocking: the call may run in
+ * the calling thread instead, and then *req_p is NULL and the call is over
+ * with the returned status.
+ */
+chorus_status_t chorus__call(chorus_comm_t comm, const coll_args_t *args, int blocking,
+                             chorus_request_t *req_p);
+/* Run an internal call with alg in the setup space and wait for it. */
+chorus_status_t chorus__call_setup(chorus_comm_t comm, const coll_args_t *args,
+                                   const coll_alg_t *alg);
+/* Over: complete it (progress thread, or the inline path). */
 void chorus__request_complete(chorus_request_t req, chorus_status_t status);
-void chorus__request_release(chorus_request_t req);
-
-/* Record the first fault of the communicator (background errors). */
-void chorus__comm_set_error(chorus_comm_t comm, chorus_status_t status);
 
 #endif

@@ -4,7 +4,8 @@
 #include <stddef.h>
 
 #include "topology/topo.h"
-#include "transports/shm/shm.h"
+#include "transports/base/team.h"
+#include "transports/base/transport.h"
 #include "tuning/select.h"
 #include "util/log.h"
 
@@ -66,12 +67,27 @@ const chorus__config_table_t chorus__launch_config_table = {
     launch_vars, sizeof(launch_vars) / sizeof(launch_vars[0]),
 };
 
-const chorus__config_table_t *const chorus__config_tables[] = {
-    &chorus__launch_config_table,
-    &chorus__log_config_table,
-    &chorus__core_config_table,
-    &shm_config_table,
-    &topo_config_table,
-    &tune_config_table,
-    NULL,
-};
+size_t chorus__config_tables(const chorus__config_table_t **tables, size_t max)
+{
+    const chorus__config_table_t *fixed[] = {
+        &chorus__launch_config_table, &chorus__log_config_table, &chorus__core_config_table,
+    };
+    size_t n = 0;
+
+#define CONFIG_ADD(t)                        \
+    do {                                     \
+        if ((t) != NULL && n + 1 < max)      \
+            tables[n++] = (t);               \
+    } while (0)
+    for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
+        CONFIG_ADD(fixed[i]);
+    for (size_t i = 0; tl_p2p_all[i] != NULL; i++)
+        CONFIG_ADD(tl_p2p_all[i]->config);
+    for (size_t i = 0; tl_coll_all[i] != NULL; i++)
+        CONFIG_ADD(tl_coll_all[i]->config);
+    CONFIG_ADD(&topo_config_table);
+    CONFIG_ADD(&tune_config_table);
+#undef CONFIG_ADD
+    tables[n] = NULL;
+    return n;
+}

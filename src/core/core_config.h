@@ -24,4 +24,14 @@ typedef struct {
 extern const chorus__config_table_t chorus__core_config_table;
 extern const chorus__config_table_t chorus__launch_config_table;
 
+/* Most configuration tables of the library. */
+#define CHORUS__CONFIG_TABLES_MAX 32
+
+/*
+ * Every table of the library, in the order chorus-info -c and chorus(7)
+ * list them: the core's, each built-in transport's, topology's, tuning's.
+ * Fills tables (room for max, NULL-terminated); returns how many.
+ */
+size_t chorus__config_tables(const chorus__config_table_t **tables, size_t max);
+
 #endif

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/ctrl.h"
 #include "util/log.h"
 
 #define CHECK_MAGIC 0x6368636b66703031ULL   /* "chckfp01" */
@@ -21,65 +22,14 @@ typedef struct {
     uint64_t root;
 } check_fp_t;
 
-struct chorus__check {
+typedef struct {
+    chorus__task_t head;
+    int rank;
+    int size;
+    uint64_t seq;
     check_fp_t *all;            /* size entries; this rank's is all[rank] */
-    coll_sched_t sched;         /* ring allgather of the entries, in place */
-};
-
-chorus_status_t chorus__check_create(chorus_comm_t comm, const coll_args_t *args,
-                                     chorus__check_t **check_p)
-{
-    chorus__check_t *check = calloc(1, sizeof(*check));
-    coll_args_t ag = {
-        .coll = COLL_ALLGATHER, .count = sizeof(check_fp_t), .dtype = CHORUS_UINT8,
-        .op = CHORUS_SUM, .rank = args->rank, .size = args->size,
-        .chunk_bytes = args->chunk_bytes,
-    };
-    chorus_status_t status;
-
-    if (check == NULL)
-        return CHORUS_ERR_NO_MEMORY;
-    check->all = calloc((size_t)args->size, sizeof(check_fp_t));
-    if (check->all == NULL) {
-        free(check);
-        return CHORUS_ERR_NO_MEMORY;
-    }
-    ag.recvbuf = check->all;
-    ag.sendbuf = &check->all[args->rank];
-    coll_sched_init(&check->sched, CHORUS_UINT8, CHORUS_SUM, args->size);
-    check->sched.pool = &comm->scratch_pool;
-    status = coll_ring_allgather.build(&ag, &check->sched);
-    if (status != CHORUS_OK) {
-        chorus_error("rank %d: the debug check's exchange could not be scheduled: %s",
-                     comm->rank, chorus_status_string(status));
-        chorus__check_destroy(check);
-        return status;
-    }
-    *check_p = check;
-    return CHORUS_OK;
-}
-
-void chorus__check_seal(chorus__check_t *check, const coll_args_t *args, uint64_t seq)
-{
-    check_fp_t *fp = &check->all[args->rank];
-
-    fp->magic = htole64(CHECK_MAGIC);
-    fp->coll = htole64((uint64_t)args->coll);
-    fp->seq = htole64(seq);
-    fp->count = htole64((uint64_t)args->count);
-    fp->dtype = htole64((uint64_t)args->dtype);
-    fp->op = htole64((uint64_t)args->op);
-    fp->root = htole64((uint64_t)(int64_t)args->root);
-}
-
-void chorus__check_destroy(chorus__check_t *check)
-{
-    if (check == NULL)
-        return;
-    coll_sched_finalize(&check->sched);
-    free(check->all);
-    free(check);
-}
+    coll_sched_t *sched;        /* ring allgather of the entries, in place */
+} check_t;
 
 static const char *name_or(const char *name, const char *fallback)
 {
@@ -111,36 +61,113 @@ static void check_describe(const check_fp_t *fp, char *buf, size_t len)
 }
 
 /* Every rank compares the same table the same way, so all reach one verdict. */
-static chorus_status_t check_compare(chorus_comm_t comm, const chorus__check_t *check,
-                                     uint64_t seq)
+static chorus_status_t check_compare(const check_t *check)
 {
     char first[160], other[160];
 
-    for (int r = 1; r < comm->size; r++) {
+    for (int r = 1; r < check->size; r++) {
         if (memcmp(&check->all[0], &check->all[r], sizeof(check_fp_t)) == 0)
             continue;
         check_describe(&check->all[0], first, sizeof(first));
         check_describe(&check->all[r], other, sizeof(other));
         chorus_error("rank %d: call #%llu fails on every rank (CHORUS_DEBUG_CHECK): rank 0 "
-                     "called %s but rank %d called %s; no data was moved", comm->rank,
-                     (unsigned long long)seq, first, r, other);
+                     "called %s but rank %d called %s; no data was moved", check->rank,
+                     (unsigned long long)check->seq, first, r, other);
         return CHORUS_ERR_INVALID_ARG;
     }
     return CHORUS_OK;
 }
 
-int chorus__check_progress(chorus_comm_t comm, chorus_request_t req, chorus_status_t *verdict_p)
+static check_t *check_of(chorus__task_t *task)
 {
-    chorus__check_t *check = req->check;
-    int rc = coll_sched_progress(&check->sched, comm->tl, comm->tl_ctx,
-                                 CHORUS_TAG_CHECK | chorus__tag_base(req->seq));
+    return (check_t *)task;
+}
 
-    if (rc < 0) {
-        req->sched.failed_peer = check->sched.failed_peer;
+static chorus_status_t check_post(chorus__task_t *task)
+{
+    return chorus__task_post(&check_of(task)->sched->head);
+}
+
+static int check_progress(chorus__task_t *task)
+{
+    check_t *check = check_of(task);
+    int rc = chorus__task_progress(&check->sched->head);
+
+    if (rc < 0)
+        task->failed_peer = check->sched->failed_peer;
+    if (rc != 1)
         return rc;
-    }
-    if (rc == 0)
-        return 0;
-    *verdict_p = check_compare(comm, check, req->seq);
+    task->status = check_compare(check);
     return 1;
+}
+
+static void check_finalize(chorus__task_t *task)
+{
+    check_t *check = check_of(task);
+
+    chorus__task_finalize(&check->sched->head);
+    free(check->all);
+    free(check);
+}
+
+static const chorus__task_ops_t check_ops = {
+    .name = "debug check",
+    .post = check_post,
+    .progress = check_progress,
+    .finalize = check_finalize,
+};
+
+/* This rank's fingerprint of the call. */
+static void check_seal(check_fp_t *fp, const coll_args_t *args, uint64_t seq)
+{
+    fp->magic = htole64(CHECK_MAGIC);
+    fp->coll = htole64((uint64_t)args->coll);
+    fp->seq = htole64(seq);
+    fp->count = htole64((uint64_t)args->count);
+    fp->dtype = htole64((uint64_t)args->dtype);
+    fp->op = htole64((uint64_t)args->op);
+    fp->root = htole64((uint64_t)(int64_t)args->root);
+}
+
+chorus_status_t chorus__check_create(chorus_comm_t comm, const coll_args_t *args, uint64_t seq,
+                                     chorus__task_t **task_p)
+{
+    check_t *check = calloc(1, sizeof(*check));
+    coll_args_t ag = {
+        .coll = COLL_ALLGATHER, .count = sizeof(check_fp_t), .dtype = CHORUS_UINT8,
+        .op = CHORUS_SUM, .rank = args->rank, .size = args->size,
+        .chunk_bytes = args->chunk_bytes,
+    };
+    chorus_status_t status = CHORUS_ERR_NO_MEMORY;
+
+    if (check == NULL)
+        return status;
+    chorus__task_init(&check->head, &check_ops, 0);
+    check->rank = args->rank;
+    check->size = args->size;
+    check->seq = seq;
+    check->all = calloc((size_t)args->size, sizeof(check_fp_t));
+    if (check->all == NULL ||
+        coll_sched_create(&comm->ctx->scratch_pool, CHORUS_UINT8, CHORUS_SUM, args->size,
+                          &check->sched) != CHORUS_OK)
+        goto err;
+    check_seal(&check->all[args->rank], args, seq);
+    ag.recvbuf = check->all;
+    ag.sendbuf = &check->all[args->rank];
+    status = coll_ring_allgather.build(&ag, &comm->env, check->sched);
+    if (status != CHORUS_OK) {
+        chorus_error("rank %d: the debug check's exchange could not be scheduled: %s",
+                     comm->rank, chorus_status_string(status));
+        goto err;
+    }
+    coll_sched_bind(check->sched, &comm->port.port, CHORUS__TAG_HIDDEN | chorus__tag_base(seq));
+    *task_p = &check->head;
+    return CHORUS_OK;
+
+err:
+    if (check->sched != NULL)
+        coll_sched_finalize(check->sched);
+    free(check->all);
+    free(check);
+    return status;
 }

@@ -1,9 +1,12 @@
 /*
- * The progress thread: one per communicator. Each turn it takes newly
- * posted requests, drives the transport and every active schedule, enforces
- * deadlines, and sleeps in epoll when nothing moved. Any fault fails the
- * whole communicator and closes its connections, so that peers waiting on
- * this rank notice at once instead of at their own deadline.
+ * The progress thread: one per context. Each turn runs the loop's phases in
+ * order, each a function of the table below: the transports move bytes,
+ * the tasks of the posted calls move, timers fire (deadlines, stall
+ * reports), and the control channel hands its messages over. When nothing
+ * moved it sleeps: on a task's own wait when one polls shared memory, else
+ * in epoll on the transports' descriptors and the wake-up eventfd. Any
+ * fault fails the whole context and closes its connections, so that peers
+ * waiting on this rank notice at once instead of at their own deadline.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -14,7 +17,7 @@
 #include <unistd.h>
 
 #include "core/comm.h"
-#include "core/debug_check.h"
+#include "core/ctrl.h"
 #include "core/stall.h"
 #include "util/log.h"
 #include "util/time.h"
@@ -23,299 +26,335 @@
 #define PROGRESS_MAX_SLEEP_MS 100
 /* Non-blocking polls before sleeping: short waits stay off the scheduler's slow path. */
 #define PROGRESS_SPIN_POLLS 64
-/* Longest sleep on a node-local peer's flag: new work and sockets are checked this often. */
-#define PROGRESS_SHM_SLEEP_US 1000
+/* Longest sleep on a task's own wait: new work and sockets are checked this often. */
+#define PROGRESS_TASK_SLEEP_US 1000
 
-void chorus__progress_wake(chorus_comm_t comm)
+/* What a turn of the loop found out. */
+typedef struct {
+    double now;
+    double next_deadline;       /* the earliest deadline of an active call */
+} progress_turn_t;
+
+/* A phase: 1 when something moved, 0 when nothing did, < 0 for a fault of the context. */
+typedef int (*progress_phase_fn)(chorus__ctx_t *ctx, progress_turn_t *turn);
+
+void chorus__progress_wake(chorus__ctx_t *ctx)
 {
     uint64_t one = 1;
 
-    if (write(comm->wake_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
-        chorus_debug("rank %d: progress wake-up failed: %m", comm->rank);
+    if (ctx->wake_fd >= 0 && write(ctx->wake_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+        chorus_debug("rank %d: progress wake-up failed: %m", ctx->rank);
 }
 
-void chorus__comm_set_error(chorus_comm_t comm, chorus_status_t status)
+static void progress_take_queue(chorus__ctx_t *ctx)
 {
-    int expected = 0;
+    chorus_request_t head, *tail = &ctx->active;
 
-    atomic_compare_exchange_strong(&comm->error, &expected, (int)status);
-}
-
-static void progress_take_queue(chorus_comm_t comm)
-{
-    chorus_request_t head, *tail = &comm->active;
-
-    pthread_mutex_lock(&comm->lock);
-    head = comm->queue_head;
-    comm->queue_head = comm->queue_tail = NULL;
-    pthread_mutex_unlock(&comm->lock);
+    pthread_mutex_lock(&ctx->lock);
+    head = ctx->queue_head;
+    ctx->queue_head = ctx->queue_tail = NULL;
+    pthread_mutex_unlock(&ctx->lock);
     while (*tail)
         tail = &(*tail)->next;
     *tail = head;
 }
 
-/* Fail every request and close the transport's connections. */
-static void progress_fail_all(chorus_comm_t comm, chorus_status_t status)
+static void progress_unwatch(chorus__ctx_t *ctx)
 {
-    chorus_request_t req, next;
-
-    if (comm->tl_fd_watched) {
-        /* The closed transport has nothing more to say: stop watching it. */
-        epoll_ctl(comm->epoll_fd, EPOLL_CTL_DEL, comm->tl->event_fd(comm->tl_ctx), NULL);
-        comm->tl_fd_watched = 0;
+    for (int i = 0; i < ctx->nlanes; i++) {
+        if (ctx->tl_watched[i]) {
+            /* A closed transport has nothing more to say: stop watching it. */
+            epoll_ctl(ctx->epoll_fd, EPOLL_CTL_DEL, ctx->tl[i]->event_fd(ctx->tl_ctx[i]), NULL);
+            ctx->tl_watched[i] = 0;
+        }
     }
-    chorus__comm_set_error(comm, status);
-    /* Local peers waiting on this rank's flags stop waiting too. */
-    shm_node_fail(comm->shm, (chorus_status_t)atomic_load(&comm->error));
-    comm->tl->fail_all(comm->tl_ctx, (chorus_status_t)atomic_load(&comm->error));
-    progress_take_queue(comm);
-    for (req = comm->active; req != NULL; req = next) {
-        next = req->next;
-        chorus__request_complete(req, (chorus_status_t)atomic_load(&comm->error));
-    }
-    comm->active = NULL;
 }
 
-static void progress_report(chorus_comm_t comm, chorus_request_t req, chorus_status_t status)
+/* Fail every request, tell local peers, and close the transports' connections. */
+static void progress_fail_all(chorus__ctx_t *ctx, chorus_status_t status)
+{
+    chorus_status_t error;
+
+    progress_unwatch(ctx);
+    chorus__ctx_fail(ctx, status);
+    error = chorus__ctx_error(ctx);
+    pthread_mutex_lock(&ctx->lock);
+    for (chorus_comm_t comm = ctx->comms; comm != NULL; comm = comm->next) {
+        coll_team_t *team = comm->env.node_team;
+
+        /* Local peers waiting on this rank's memory stop waiting too. */
+        if (team != NULL && team->team != NULL)
+            team->ops->team_fail(team->team, error);
+    }
+    pthread_mutex_unlock(&ctx->lock);
+    for (int i = 0; i < ctx->nlanes; i++)
+        ctx->tl[i]->fail_all(ctx->tl_ctx[i], error);
+    progress_take_queue(ctx);
+    for (chorus_request_t req = ctx->active, next; req != NULL; req = next) {
+        next = req->next;
+        chorus__task_fail(req->task, error);
+        chorus__request_complete(req, error);
+    }
+    ctx->active = NULL;
+}
+
+static void progress_report(chorus_request_t req, chorus_status_t status)
 {
     const coll_args_t *a = &req->args;
     char peer[32] = "";
 
-    if (req->sched.failed_peer >= 0)
-        snprintf(peer, sizeof(peer), " with peer %d", req->sched.failed_peer);
-    chorus_error("rank %d: %s #%llu (%s, %zu x %s) failed%s: %s", comm->rank,
-                 coll_type_name(a->coll), (unsigned long long)req->seq, req->alg->name,
-                 a->count, chorus_dtype_name(a->dtype), peer, chorus_status_string(status));
+    if (req->task->failed_peer >= 0)
+        snprintf(peer, sizeof(peer), " with peer %d", req->task->failed_peer);
+    chorus_error("rank %d: %s%s #%llu (%s, %zu x %s) failed%s: %s", req->comm->rank,
+                 req->setup ? "setup " : "", coll_type_name(a->coll),
+                 (unsigned long long)req->seq, req->alg_name, a->count,
+                 chorus_dtype_name(a->dtype), peer, chorus_status_string(status));
 }
 
-/*
- * Drive one request: its debug check's exchange first, then its schedule.
- * Returns 1 when it is over (*status_p says how), 0 while it runs, or a
- * negative status for a fault that fails the communicator.
- */
-static int progress_one(chorus_comm_t comm, chorus_request_t req, chorus_status_t *status_p)
+/* ---- phases ------------------------------------------------------------- */
+
+static int phase_transports(chorus__ctx_t *ctx, progress_turn_t *turn)
 {
-    *status_p = CHORUS_OK;
-    if (req->check != NULL) {
-        int rc = chorus__check_progress(comm, req, status_p);
-
-        if (rc <= 0)
-            return rc;
-        chorus__check_destroy(req->check);
-        req->check = NULL;
-        /* A mismatch ends the call on every rank alike: the communicator stays usable. */
-        req->check_status = *status_p;
-        if (*status_p != CHORUS_OK) {
-            if (req->alg->shm == COLL_SHM_NONE)
-                return 1;
-            /* The node-local call keeps its turn but moves nothing. */
-            shm_op_skip(&req->shm_op);
-        }
-    }
-    if (req->alg->shm != COLL_SHM_NONE) {
-        int rc = shm_op_progress(&req->shm_op);
-
-        *status_p = req->check_status;
-        return rc;
-    }
-    return coll_sched_progress(&req->sched, comm->tl, comm->tl_ctx, chorus__tag_base(req->seq));
-}
-
-/* The first active node-local call: its peers' flags, not file descriptors, wake it. */
-static chorus_request_t progress_shm_waiter(chorus_comm_t comm)
-{
-    for (chorus_request_t req = comm->active; req != NULL; req = req->next) {
-        if (req->alg->shm != COLL_SHM_NONE && req->check == NULL)
-            return req;
-    }
-    return NULL;
-}
-
-static int progress_timed_out(chorus_comm_t comm, chorus_request_t req)
-{
-    chorus_error("rank %d: %s #%llu of %zu x %s timed out after %.1f s "
-                 "(CHORUS_TIMEOUT); a peer is dead, stalled or called another "
-                 "collective", comm->rank, coll_type_name(req->args.coll),
-                 (unsigned long long)req->seq, req->args.count,
-                 chorus_dtype_name(req->args.dtype), comm->cfg.timeout_s);
-    return CHORUS_ERR_TIMEOUT;
-}
-
-/* Drive every active request once; returns 1 when anything completed, <0 on a fault. */
-static int progress_requests(chorus_comm_t comm, double *next_deadline_p)
-{
-    chorus_request_t *link = &comm->active;
-    double now = chorus__now();
     int moved = 0;
 
-    *next_deadline_p = now + 3600.0;
+    (void)turn;
+    for (int i = 0; i < ctx->nlanes; i++) {
+        int rc = ctx->tl[i]->progress(ctx->tl_ctx[i]);
+
+        if (rc < 0)
+            return rc;
+        moved |= rc > 0;
+    }
+    return moved;
+}
+
+/* Drive every active request once; complete those that are over. */
+static int phase_tasks(chorus__ctx_t *ctx, progress_turn_t *turn)
+{
+    chorus_request_t *link = &ctx->active;
+    int moved = 0;
+
+    (void)turn;
+    progress_take_queue(ctx);
     while (*link) {
         chorus_request_t req = *link;
-        chorus_status_t status;
-        int rc = progress_one(comm, req, &status);
+        int rc;
 
-        if (rc == 0 && now > req->deadline)
-            return progress_timed_out(comm, req);
+        if (req->task->state == CHORUS__TASK_NEW && chorus__task_post(req->task) != CHORUS_OK)
+            rc = 1;     /* refused before it moved anything: over with that status */
+        else
+            rc = chorus__task_progress(req->task);
         if (rc < 0) {
-            progress_report(comm, req, (chorus_status_t)rc);
+            progress_report(req, (chorus_status_t)rc);
             return rc;
         }
         if (rc == 1) {
             *link = req->next;
-            chorus__stall_completed(comm, req->seq);
-            chorus__request_complete(req, status);
+            if (!req->setup)
+                chorus__stall_completed(req->comm, req->seq);
+            chorus__request_complete(req, req->task->status);
             moved = 1;
             continue;
         }
-        if (req->stall_at > 0 && now >= req->stall_at)
-            chorus__stall_notice(comm, req, now);
-        if (req->deadline < *next_deadline_p)
-            *next_deadline_p = req->deadline;
         link = &req->next;
     }
     return moved;
 }
 
-static void progress_sleep(chorus_comm_t comm, int timeout_ms)
+static int progress_timed_out(chorus_request_t req)
+{
+    chorus_error("rank %d: %s%s #%llu of %zu x %s timed out after %.1f s "
+                 "(CHORUS_TIMEOUT); a peer is dead, stalled or called another "
+                 "collective", req->comm->rank, req->setup ? "setup " : "",
+                 coll_type_name(req->args.coll), (unsigned long long)req->seq, req->args.count,
+                 chorus_dtype_name(req->args.dtype), req->comm->ctx->cfg.timeout_s);
+    return CHORUS_ERR_TIMEOUT;
+}
+
+/* Deadlines and stall reports of the calls still running. */
+static int phase_timers(chorus__ctx_t *ctx, progress_turn_t *turn)
+{
+    turn->now = chorus__now();
+    turn->next_deadline = turn->now + 3600.0;
+    for (chorus_request_t req = ctx->active; req != NULL; req = req->next) {
+        if (turn->now > req->deadline)
+            return progress_timed_out(req);
+        if (req->stall_at > 0 && turn->now >= req->stall_at)
+            chorus__stall_notice(req, turn->now);
+        if (req->deadline < turn->next_deadline)
+            turn->next_deadline = req->deadline;
+    }
+    return 0;
+}
+
+static int phase_control(chorus__ctx_t *ctx, progress_turn_t *turn)
+{
+    int moved = chorus__ctrl_progress(ctx);
+
+    chorus__stall_check(ctx, turn->now);
+    return moved;
+}
+
+static const struct {
+    const char *name;
+    progress_phase_fn fn;
+} progress_phases[] = {
+    {"transports", phase_transports},
+    {"tasks", phase_tasks},
+    {"timers", phase_timers},
+    {"control", phase_control},
+};
+
+/* ---- the loop ----------------------------------------------------------- */
+
+static void progress_sleep(chorus__ctx_t *ctx, int timeout_ms)
 {
     struct epoll_event events[4];
     uint64_t count;
-    int n = epoll_wait(comm->epoll_fd, events, 4, timeout_ms);
+    int n = epoll_wait(ctx->epoll_fd, events, 4, timeout_ms);
 
     for (int i = 0; i < n; i++) {
-        if (events[i].data.fd == comm->wake_fd &&
-            read(comm->wake_fd, &count, sizeof(count)) < 0 && errno != EAGAIN)
-            chorus_debug("rank %d: reading the wake-up eventfd failed: %m", comm->rank);
+        if (events[i].data.fd == ctx->wake_fd &&
+            read(ctx->wake_fd, &count, sizeof(count)) < 0 && errno != EAGAIN)
+            chorus_debug("rank %d: reading the wake-up eventfd failed: %m", ctx->rank);
     }
+}
+
+/* Sleep on the first active task that waits on memory; 0 when none does. */
+static int progress_task_wait(chorus__ctx_t *ctx)
+{
+    for (chorus_request_t req = ctx->active; req != NULL; req = req->next) {
+        if (chorus__task_wait(req->task, PROGRESS_TASK_SLEEP_US))
+            return 1;
+    }
+    return 0;
+}
+
+/* One turn: 1 when something moved, 0 when not, < 0 for a fault. */
+static int progress_turn(chorus__ctx_t *ctx, progress_turn_t *turn)
+{
+    int moved = 0;
+
+    for (size_t i = 0; i < sizeof(progress_phases) / sizeof(progress_phases[0]); i++) {
+        int rc = progress_phases[i].fn(ctx, turn);
+
+        if (rc < 0) {
+            chorus_debug("rank %d: the %s phase failed: %s", ctx->rank,
+                         progress_phases[i].name, chorus_status_string((chorus_status_t)rc));
+            return rc;
+        }
+        moved |= rc;
+    }
+    return moved;
 }
 
 static void *progress_main(void *arg)
 {
-    chorus_comm_t comm = arg;
+    chorus__ctx_t *ctx = arg;
     int idle_polls = 0;
 
-    chorus__stall_start(comm);
-    while (!atomic_load(&comm->stop)) {
-        chorus_request_t shm_waiter;
-        double next_deadline;
-        int moved, rc;
+    while (!atomic_load(&ctx->stop)) {
+        progress_turn_t turn;
+        int rc;
 
-        if (atomic_load(&comm->aborted) || atomic_load(&comm->error)) {
-            progress_fail_all(comm, CHORUS_ERR_ABORTED);
-            progress_sleep(comm, -1);
+        if (atomic_load(&ctx->aborted) || chorus__ctx_error(ctx) != CHORUS_OK) {
+            progress_fail_all(ctx, CHORUS_ERR_ABORTED);
+            progress_sleep(ctx, -1);
             continue;
         }
-        progress_take_queue(comm);
-        rc = comm->tl->progress(comm->tl_ctx);
+        rc = progress_turn(ctx, &turn);
         if (rc < 0) {
-            progress_fail_all(comm, (chorus_status_t)rc);
+            progress_fail_all(ctx, (chorus_status_t)rc);
             continue;
         }
-        moved = rc > 0;
-        rc = progress_requests(comm, &next_deadline);
-        if (rc < 0) {
-            progress_fail_all(comm, (chorus_status_t)rc);
-            continue;
-        }
-        moved |= rc;
-        moved |= chorus__stall_progress(comm, moved);
-        if (moved) {
+        if (rc > 0) {
             idle_polls = 0;
             continue;
         }
-        if (comm->active == NULL) {
-            progress_sleep(comm, -1);
-        } else if ((shm_waiter = progress_shm_waiter(comm)) != NULL) {
-            progress_sleep(comm, 0);
-            shm_op_wait(&shm_waiter->shm_op, PROGRESS_SHM_SLEEP_US);
+        if (ctx->active == NULL) {
+            progress_sleep(ctx, -1);
+        } else if (progress_sleep(ctx, 0), progress_task_wait(ctx)) {
+            /* A task slept on its peers' memory; sockets were polled just before. */
         } else if (++idle_polls < PROGRESS_SPIN_POLLS) {
-            progress_sleep(comm, 0);
+            continue;
         } else {
-            int ms = chorus__ms_left(next_deadline);
-            progress_sleep(comm, ms < PROGRESS_MAX_SLEEP_MS ? ms : PROGRESS_MAX_SLEEP_MS);
+            int ms = chorus__ms_left(turn.next_deadline);
+            progress_sleep(ctx, ms < PROGRESS_MAX_SLEEP_MS ? ms : PROGRESS_MAX_SLEEP_MS);
         }
     }
-    chorus__stall_close(comm);
     /* Stopping: whatever is still pending ends now. */
-    progress_take_queue(comm);
-    for (chorus_request_t req = comm->active, next; req != NULL; req = next) {
+    progress_take_queue(ctx);
+    for (chorus_request_t req = ctx->active, next; req != NULL; req = next) {
         next = req->next;
         chorus__request_complete(req, CHORUS_ERR_ABORTED);
     }
-    comm->active = NULL;
+    ctx->active = NULL;
     return NULL;
 }
 
-static chorus_status_t progress_add_fd(chorus_comm_t comm, int fd)
+static chorus_status_t progress_add_fd(chorus__ctx_t *ctx, int fd)
 {
     struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
 
-    if (epoll_ctl(comm->epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
-        chorus_error("rank %d: epoll_ctl(add %d) failed: %m", comm->rank, fd);
+    if (epoll_ctl(ctx->epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        chorus_error("rank %d: epoll_ctl(add %d) failed: %m", ctx->rank, fd);
         return CHORUS_ERR_SYSTEM;
     }
     return CHORUS_OK;
 }
 
-chorus_status_t chorus__progress_start(chorus_comm_t comm)
+chorus_status_t chorus__progress_start(chorus__ctx_t *ctx)
 {
     chorus_status_t status;
     int rc;
 
-    status = chorus__stall_create(comm->rank, comm->size, &comm->stall);
-    if (status != CHORUS_OK)
-        return status;
-    comm->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
-    if (comm->epoll_fd < 0) {
-        chorus_error("rank %d: epoll_create1 failed: %m", comm->rank);
-        status = CHORUS_ERR_SYSTEM;
-        goto err_stall;
+    ctx->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+    if (ctx->epoll_fd < 0) {
+        chorus_error("rank %d: epoll_create1 failed: %m", ctx->rank);
+        return CHORUS_ERR_SYSTEM;
     }
-    comm->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (comm->wake_fd < 0) {
-        chorus_error("rank %d: eventfd failed: %m", comm->rank);
+    ctx->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (ctx->wake_fd < 0) {
+        chorus_error("rank %d: eventfd failed: %m", ctx->rank);
         status = CHORUS_ERR_SYSTEM;
         goto err_epoll;
     }
-    status = progress_add_fd(comm, comm->wake_fd);
-    if (status == CHORUS_OK)
-        status = progress_add_fd(comm, comm->tl->event_fd(comm->tl_ctx));
+    status = progress_add_fd(ctx, ctx->wake_fd);
+    for (int i = 0; i < ctx->nlanes && status == CHORUS_OK; i++) {
+        status = progress_add_fd(ctx, ctx->tl[i]->event_fd(ctx->tl_ctx[i]));
+        ctx->tl_watched[i] = status == CHORUS_OK;
+    }
     if (status != CHORUS_OK)
         goto err_wake;
-    comm->tl_fd_watched = 1;
-    rc = pthread_create(&comm->thread, NULL, progress_main, comm);
+    rc = pthread_create(&ctx->thread, NULL, progress_main, ctx);
     if (rc != 0) {
-        chorus_error("rank %d: pthread_create failed: %s", comm->rank, strerror(rc));
+        chorus_error("rank %d: pthread_create failed: %s", ctx->rank, strerror(rc));
         status = CHORUS_ERR_SYSTEM;
         goto err_wake;
     }
-    comm->thread_started = 1;
+    ctx->thread_started = 1;
     return CHORUS_OK;
 
 err_wake:
-    close(comm->wake_fd);
-    comm->wake_fd = -1;
+    close(ctx->wake_fd);
+    ctx->wake_fd = -1;
 err_epoll:
-    close(comm->epoll_fd);
-    comm->epoll_fd = -1;
-err_stall:
-    /* Nothing of it was posted: only the progress thread posts. */
-    chorus__stall_destroy(comm->stall);
-    comm->stall = NULL;
+    close(ctx->epoll_fd);
+    ctx->epoll_fd = -1;
     return status;
 }
 
-void chorus__progress_stop(chorus_comm_t comm)
+void chorus__progress_stop(chorus__ctx_t *ctx)
 {
-    if (comm->thread_started) {
-        atomic_store(&comm->stop, 1);
-        chorus__progress_wake(comm);
-        pthread_join(comm->thread, NULL);
-        comm->thread_started = 0;
+    if (ctx->thread_started) {
+        atomic_store(&ctx->stop, 1);
+        chorus__progress_wake(ctx);
+        pthread_join(ctx->thread, NULL);
+        ctx->thread_started = 0;
     }
-    if (comm->wake_fd >= 0)
-        close(comm->wake_fd);
-    if (comm->epoll_fd >= 0)
-        close(comm->epoll_fd);
-    comm->wake_fd = comm->epoll_fd = -1;
+    if (ctx->wake_fd >= 0)
+        close(ctx->wake_fd);
+    if (ctx->epoll_fd >= 0)
+        close(ctx->epoll_fd);
+    ctx->wake_fd = ctx->epoll_fd = -1;
 }

@@ -1,4 +1,14 @@
-/* Requests: posting a collective, waiting for it, completing it. */
+/*
+ * Requests: posting a call, waiting for it, completing it. A call takes its
+ * sequence number and its task (with its team turns) under the
+ * communicator's post lock, so that both follow the order of the calls.
+ *
+ * A blocking call whose task needs no transport (a node team's collective)
+ * and whose communicator has nothing else outstanding runs in the calling
+ * thread: no hand-off to the progress thread, no wake-up. A call that waits
+ * longer than a moment is handed over to the progress thread with its state,
+ * so that deadlines, stall reports and aborts work for it as for every other.
+ */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -6,27 +16,20 @@
 
 #include "core/comm.h"
 #include "core/debug_check.h"
+#include "core/stall.h"
 #include "util/log.h"
 #include "util/time.h"
 
-size_t chorus__request_bytes(const coll_args_t *args)
-{
-    size_t bytes = args->count * chorus_dtype_size(args->dtype);
+/* How long a call waits in the calling thread before the progress thread takes it over. */
+#define CALL_INLINE_HANDOFF_S 0.02
+/* Longest single sleep of the calling thread, in microseconds. */
+#define CALL_INLINE_SLEEP_US 1000
 
-    switch (args->coll) {
-    case COLL_ALLGATHER:
-    case COLL_REDUCE_SCATTER:
-    case COLL_ALLTOALL:
-        return bytes * (size_t)args->size;
-    default:
-        return bytes;
-    }
-}
-
-const coll_alg_t *chorus__request_select(chorus_comm_t comm, const coll_args_t *args)
+/* The selection table's algorithm for args (logged and NULL when there is none). */
+static const coll_alg_t *call_select(chorus_comm_t comm, const coll_args_t *args)
 {
     const char *name = tune_table_lookup(comm->tune, (tune_coll_t)args->coll,
-                                         chorus__request_bytes(args));
+                                         coll_args_bytes(args));
     const coll_alg_t *alg = name ? coll_alg_find(args->coll, name) : NULL;
 
     if (alg == NULL)
@@ -35,130 +38,218 @@ const coll_alg_t *chorus__request_select(chorus_comm_t comm, const coll_args_t *
     return alg;
 }
 
-/* The call's work: a schedule, or a node-local operation. */
-static chorus_status_t request_prepare(chorus_comm_t comm, chorus_request_t req)
-{
-    chorus_status_t status;
-
-    coll_sched_init(&req->sched, req->args.dtype, req->args.op, req->args.size);
-    req->sched.pool = &comm->scratch_pool;
-    if (req->alg->shm != COLL_SHM_NONE) {
-        if (comm->shm == NULL) {
-            chorus_error("rank %d: %s %s needs node-local shared memory, which this "
-                         "communicator does not have", comm->rank, req->alg->name,
-                         coll_type_name(req->args.coll));
-            return CHORUS_ERR_INTERNAL;
-        }
-        shm_op_init(&req->shm_op, comm->shm, &req->args, req->alg->shm);
-        return CHORUS_OK;
-    }
-    status = req->alg->build(&req->args, &req->sched);
-    if (status != CHORUS_OK)
-        chorus_error("rank %d: %s %s of %zu elements could not be scheduled: %s", comm->rank,
-                     req->alg->name, coll_type_name(req->args.coll), req->args.count,
-                     chorus_status_string(status));
-    return status;
-}
-
-static void request_times(chorus_comm_t comm, chorus_request_t req, double posted_at)
-{
-    req->posted_at = posted_at;
-    req->deadline = posted_at + comm->cfg.timeout_s;
-    if (comm->cfg.stall_warn_s > 0)
-        req->stall_at = posted_at + comm->cfg.stall_warn_s;
-}
-
-/* Queue req for the progress thread; with assign_seq, it takes the next sequence number. */
-static void request_enqueue(chorus_comm_t comm, chorus_request_t req, int assign_seq)
-{
-    pthread_mutex_lock(&comm->lock);
-    if (assign_seq)
-        req->seq = comm->next_seq++;
-    /* Sealed before the progress thread can see the request. */
-    if (req->check != NULL)
-        chorus__check_seal(req->check, &req->args, req->seq);
-    if (comm->queue_tail)
-        comm->queue_tail->next = req;
-    else
-        comm->queue_head = req;
-    comm->queue_tail = req;
-    comm->outstanding++;
-    pthread_mutex_unlock(&comm->lock);
-    chorus__progress_wake(comm);
-}
-
-chorus_status_t chorus__request_post_alg(chorus_comm_t comm, const coll_args_t *args,
-                                         const coll_alg_t *alg, chorus_request_t *req_p)
-{
-    chorus_request_t req;
-    chorus_status_t status = (chorus_status_t)atomic_load(&comm->error);
-
-    if (status != CHORUS_OK)
-        return status;
-    if (alg == NULL)
-        return CHORUS_ERR_INTERNAL;
-    req = calloc(1, sizeof(*req));
-    if (req == NULL)
-        return CHORUS_ERR_NO_MEMORY;
-    req->comm = comm;
-    req->args = *args;
-    req->alg = alg;
-    status = request_prepare(comm, req);
-    if (status != CHORUS_OK)
-        goto err_sched;
-    if (comm->cfg.debug_check) {
-        status = chorus__check_create(comm, &req->args, &req->check);
-        if (status != CHORUS_OK)
-            goto err_sched;
-    }
-    request_times(comm, req, chorus__now());
-    request_enqueue(comm, req, 1);
-    *req_p = req;
-    return CHORUS_OK;
-
-err_sched:
-    coll_sched_finalize(&req->sched);
-    free(req);
-    return status;
-}
-
-chorus_status_t chorus__request_adopt_shm(chorus_comm_t comm, const shm_op_t *op,
-                                          const coll_alg_t *alg, uint64_t seq,
-                                          double posted_at, chorus_request_t *req_p)
+static chorus_request_t request_new(chorus_comm_t comm, const coll_args_t *args,
+                                    const coll_alg_t *alg, chorus__task_t *task, uint64_t seq,
+                                    int setup, double posted_at)
 {
     chorus_request_t req = calloc(1, sizeof(*req));
 
     if (req == NULL)
-        return CHORUS_ERR_NO_MEMORY;
+        return NULL;
     req->comm = comm;
-    req->args = op->args;
-    req->alg = alg;
+    req->args = *args;
+    req->alg_name = alg->name;
+    req->task = task;
     req->seq = seq;
-    req->shm_op = *op;
-    coll_sched_init(&req->sched, op->args.dtype, op->args.op, op->args.size);
-    request_times(comm, req, posted_at);
-    request_enqueue(comm, req, 0);
-    *req_p = req;
-    return CHORUS_OK;
+    req->setup = setup;
+    req->posted_at = posted_at;
+    req->deadline = posted_at + comm->ctx->cfg.timeout_s;
+    if (!setup && comm->ctx->cfg.stall_warn_s > 0)
+        req->stall_at = posted_at + comm->ctx->cfg.stall_warn_s;
+    return req;
+}
+
+/* Queue req for the progress thread (ctx->lock held). */
+static void request_enqueue_locked(chorus__ctx_t *ctx, chorus_request_t req)
+{
+    if (ctx->queue_tail)
+        ctx->queue_tail->next = req;
+    else
+        ctx->queue_head = req;
+    ctx->queue_tail = req;
+    req->comm->outstanding++;
 }
 
 void chorus__request_complete(chorus_request_t req, chorus_status_t status)
 {
-    chorus_comm_t comm = req->comm;
+    chorus__ctx_t *ctx = req->comm->ctx;
     int orphaned;
 
-    coll_sched_finalize(&req->sched);
-    chorus__check_destroy(req->check);
-    req->check = NULL;
-    pthread_mutex_lock(&comm->lock);
+    chorus__task_finalize(req->task);
+    req->task = NULL;
+    pthread_mutex_lock(&ctx->lock);
     req->status = status;
     req->done = 1;
-    comm->outstanding--;
+    req->comm->outstanding--;
     orphaned = req->orphaned;
-    pthread_cond_broadcast(&comm->cond);
-    pthread_mutex_unlock(&comm->lock);
+    pthread_cond_broadcast(&ctx->cond);
+    pthread_mutex_unlock(&ctx->lock);
     if (orphaned)
         free(req);
+}
+
+/* The call's task: the algorithm's, after the debug check when it is on. */
+static chorus_status_t call_task(chorus_comm_t comm, const coll_args_t *args,
+                                 const coll_alg_t *alg, uint64_t seq, int setup,
+                                 chorus__task_t **task_p)
+{
+    chorus__port_t *port = setup ? &comm->setup_port : &comm->port;
+    chorus__task_t *task, *check = NULL, *both = NULL;
+    chorus_status_t status;
+
+    status = coll_alg_task(alg, args, &comm->env, &port->port, chorus__tag_base(seq),
+                           &comm->ctx->scratch_pool, &task);
+    if (status != CHORUS_OK || setup || !comm->ctx->cfg.debug_check) {
+        *task_p = task;
+        return status;
+    }
+    status = chorus__check_create(comm, args, seq, &check);
+    if (status == CHORUS_OK)
+        status = chorus__composite_create(&both);
+    if (status != CHORUS_OK) {
+        chorus__task_finalize(check);
+        chorus__task_finalize(task);
+        return status;
+    }
+    /* A mismatch ends the call on every rank alike; the call's task then gives up its turns. */
+    if ((status = chorus__composite_add_task(both, check)) != CHORUS_OK ||
+        (status = chorus__composite_add_task(both, task)) != CHORUS_OK) {
+        chorus__task_finalize(both);
+        return status;
+    }
+    *task_p = both;
+    return CHORUS_OK;
+}
+
+/* The calling thread runs the call; after a moment the progress thread takes it over. */
+static chorus_status_t call_inline(chorus_comm_t comm, const coll_args_t *args,
+                                   const coll_alg_t *alg, chorus__task_t *task, uint64_t seq)
+{
+    chorus__ctx_t *ctx = comm->ctx;
+    double started = chorus__now();
+    chorus_request_t req;
+    chorus_status_t status = chorus__task_post(task);
+
+    for (;;) {
+        int rc = status == CHORUS_OK ? chorus__task_progress(task) : 1;
+
+        if (rc == 1) {
+            status = task->status;
+            atomic_store(&comm->inline_done, seq + 1);
+            break;
+        }
+        if (rc < 0) {
+            chorus_error("rank %d: %s #%llu (%s, %zu x %s) failed: %s", comm->rank,
+                         coll_type_name(args->coll), (unsigned long long)seq, alg->name,
+                         args->count, chorus_dtype_name(args->dtype),
+                         chorus_status_string((chorus_status_t)rc));
+            chorus__task_fail(task, (chorus_status_t)rc);
+            chorus__ctx_fail(ctx, (chorus_status_t)rc);
+            status = (chorus_status_t)rc;
+            break;
+        }
+        if (atomic_load(&ctx->aborted) || chorus__ctx_error(ctx) != CHORUS_OK) {
+            chorus__task_fail(task, CHORUS_ERR_ABORTED);
+            status = chorus__ctx_error(ctx) != CHORUS_OK ? chorus__ctx_error(ctx)
+                                                          : CHORUS_ERR_ABORTED;
+            break;
+        }
+        if (chorus__now() - started > CALL_INLINE_HANDOFF_S) {
+            /* The call stays outstanding: the progress thread finishes it. */
+            req = request_new(comm, args, alg, task, seq, 0, started);
+            if (req == NULL) {
+                chorus__task_fail(task, CHORUS_ERR_NO_MEMORY);
+                chorus__ctx_fail(ctx, CHORUS_ERR_NO_MEMORY);
+                status = CHORUS_ERR_NO_MEMORY;
+                break;
+            }
+            pthread_mutex_lock(&ctx->lock);
+            request_enqueue_locked(ctx, req);
+            comm->outstanding--;    /* counted once, by the request from now on */
+            pthread_mutex_unlock(&ctx->lock);
+            chorus__progress_wake(ctx);
+            return chorus_request_free(req);
+        }
+        chorus__task_wait(task, CALL_INLINE_SLEEP_US);
+    }
+    chorus__task_finalize(task);
+    pthread_mutex_lock(&ctx->lock);
+    comm->outstanding--;
+    pthread_cond_broadcast(&ctx->cond);
+    pthread_mutex_unlock(&ctx->lock);
+    return status;
+}
+
+/* Number, build and post a call (in the setup space when setup). */
+static chorus_status_t call_post(chorus_comm_t comm, const coll_args_t *args,
+                                 const coll_alg_t *alg, int blocking, int setup,
+                                 chorus_request_t *req_p)
+{
+    chorus__ctx_t *ctx = comm->ctx;
+    chorus__task_t *task = NULL;
+    chorus_request_t req = NULL;
+    chorus_status_t status;
+    int run_here = 0;
+    uint64_t seq;
+
+    pthread_mutex_lock(&comm->post_lock);
+    seq = setup ? comm->setup_seq : atomic_load(&comm->next_seq);
+    status = call_task(comm, args, alg, seq, setup, &task);
+    if (status == CHORUS_OK) {
+        pthread_mutex_lock(&ctx->lock);
+        status = chorus__ctx_error(ctx);
+        run_here = status == CHORUS_OK && blocking && (task->flags & CHORUS__TASK_INLINE) &&
+                   comm->outstanding == 0;
+        if (status == CHORUS_OK && run_here) {
+            comm->outstanding++;
+        } else if (status == CHORUS_OK) {
+            req = request_new(comm, args, alg, task, seq, setup, chorus__now());
+            if (req != NULL)
+                request_enqueue_locked(ctx, req);
+            else
+                status = CHORUS_ERR_NO_MEMORY;
+        }
+        pthread_mutex_unlock(&ctx->lock);
+    }
+    if (status == CHORUS_OK && setup)
+        comm->setup_seq++;
+    else if (status == CHORUS_OK)
+        atomic_store(&comm->next_seq, seq + 1);
+    pthread_mutex_unlock(&comm->post_lock);
+    if (status != CHORUS_OK) {
+        chorus__task_finalize(task);
+        return status;
+    }
+    if (run_here) {
+        *req_p = NULL;
+        return call_inline(comm, args, alg, task, seq);
+    }
+    chorus__progress_wake(ctx);
+    *req_p = req;
+    return CHORUS_OK;
+}
+
+chorus_status_t chorus__call(chorus_comm_t comm, const coll_args_t *args, int blocking,
+                             chorus_request_t *req_p)
+{
+    chorus_status_t status = chorus__ctx_error(comm->ctx);
+    const coll_alg_t *alg;
+
+    if (status != CHORUS_OK)
+        return status;
+    alg = call_select(comm, args);
+    if (alg == NULL)
+        return CHORUS_ERR_INTERNAL;
+    return call_post(comm, args, alg, blocking, 0, req_p);
+}
+
+chorus_status_t chorus__call_setup(chorus_comm_t comm, const coll_args_t *args,
+                                   const coll_alg_t *alg)
+{
+    chorus_request_t req;
+    chorus_status_t status = call_post(comm, args, alg, 0, 1, &req);
+
+    return status == CHORUS_OK ? chorus_request_free(req) : status;
 }
 
 static void abs_deadline(struct timespec *ts, double deadline)
@@ -185,26 +276,28 @@ static void abs_deadline(struct timespec *ts, double deadline)
 
 chorus_status_t chorus_request_wait(chorus_request_t req)
 {
-    chorus_comm_t comm;
+    chorus__ctx_t *ctx;
     struct timespec ts;
     chorus_status_t status;
+    int done;
 
     if (req == NULL) {
         chorus_error("chorus_request_wait: req is NULL");
         return CHORUS_ERR_INVALID_ARG;
     }
-    comm = req->comm;
+    ctx = req->comm->ctx;
     abs_deadline(&ts, req->deadline + REQUEST_WAIT_GRACE_S);
-    pthread_mutex_lock(&comm->lock);
+    pthread_mutex_lock(&ctx->lock);
     while (!req->done) {
-        if (pthread_cond_timedwait(&comm->cond, &comm->lock, &ts) == ETIMEDOUT)
+        if (pthread_cond_timedwait(&ctx->cond, &ctx->lock, &ts) == ETIMEDOUT)
             break;
     }
-    status = req->done ? req->status : CHORUS_ERR_TIMEOUT;
-    pthread_mutex_unlock(&comm->lock);
-    if (!req->done)
+    done = req->done;
+    status = done ? req->status : CHORUS_ERR_TIMEOUT;
+    pthread_mutex_unlock(&ctx->lock);
+    if (!done)
         chorus_error("rank %d: request %llu did not complete %.0f s past its deadline",
-                     comm->rank, (unsigned long long)req->seq, REQUEST_WAIT_GRACE_S);
+                     req->comm->rank, (unsigned long long)req->seq, REQUEST_WAIT_GRACE_S);
     return status;
 }
 
@@ -217,28 +310,30 @@ chorus_status_t chorus_request_test(chorus_request_t req, int *done_p)
         chorus_error("chorus_request_test: %s is NULL", req == NULL ? "req" : "done_p");
         return CHORUS_ERR_INVALID_ARG;
     }
-    pthread_mutex_lock(&req->comm->lock);
+    pthread_mutex_lock(&req->comm->ctx->lock);
     done = req->done;
     if (done)
         status = req->status;
-    pthread_mutex_unlock(&req->comm->lock);
+    pthread_mutex_unlock(&req->comm->ctx->lock);
     *done_p = done;
     return status;
 }
 
 chorus_status_t chorus_request_free(chorus_request_t req)
 {
+    chorus__ctx_t *ctx;
     chorus_status_t status;
     int free_now;
 
     if (req == NULL)
         return CHORUS_OK;
+    ctx = req->comm->ctx;
     status = chorus_request_wait(req);
-    pthread_mutex_lock(&req->comm->lock);
+    pthread_mutex_lock(&ctx->lock);
     free_now = req->done;
     if (!free_now)
         req->orphaned = 1;
-    pthread_mutex_unlock(&req->comm->lock);
+    pthread_mutex_unlock(&ctx->lock);
     if (free_now)
         free(req);
     return status;

@@ -16,6 +16,7 @@
 #include "reduce/reduce.h"
 #include "topology/layout.h"
 #include "topology/topo.h"
+#include "transports/base/team.h"
 #include "transports/base/transport.h"
 #include "transports/shm/shm.h"
 #include "tuning/select.h"
@@ -38,14 +39,20 @@ static void usage(FILE *out)
 
 static void print_summary(void)
 {
-    tl_caps_t caps;
-
     printf("chorus %s (header %d.%d.%d)\n", chorus_version_string(), CHORUS_VERSION_MAJOR,
            CHORUS_VERSION_MINOR, CHORUS_VERSION_PATCH);
     printf("features:%s\n", CHORUS_BUILD_FEATURES[0] ? CHORUS_BUILD_FEATURES : " (none)");
-    tl_tcp_ops.query(&caps);
-    printf("transports: %s (host memory, %s)\n", tl_tcp_ops.name,
-           caps.reach_network ? "network and node" : "node");
+    printf("transports:");
+    for (int i = 0; tl_p2p_all[i] != NULL; i++) {
+        tl_caps_t caps;
+
+        tl_p2p_all[i]->query(&caps);
+        printf("%s %s (point to point, host memory, %s)", i ? "," : "", tl_p2p_all[i]->name,
+               caps.reach_network ? "network and node" : "node");
+    }
+    for (int i = 0; tl_coll_all[i] != NULL; i++)
+        printf(", %s (collectives of ranks on one node)", tl_coll_all[i]->name);
+    printf("\n");
     printf("reduction kernels: %s\n", chorus__reduce_isa());
     printf("dtypes:");
     for (int d = 0; d < CHORUS_DTYPE_COUNT; d++)
@@ -137,11 +144,12 @@ int main(int argc, char **argv)
 
     chorus__log_init();
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-c") || !strcmp(argv[i], "--config")) {
-            chorus__config_print(stdout, 0);
-            return 0;
-        } else if (!strcmp(argv[i], "--man-config")) {
-            chorus__config_print(stdout, 1);
+        if (!strcmp(argv[i], "-c") || !strcmp(argv[i], "--config") ||
+            !strcmp(argv[i], "--man-config")) {
+            const chorus__config_table_t *tables[CHORUS__CONFIG_TABLES_MAX];
+
+            chorus__config_tables(tables, CHORUS__CONFIG_TABLES_MAX);
+            chorus__config_print(stdout, tables, !strcmp(argv[i], "--man-config"));
             return 0;
         } else if (!strcmp(argv[i], "--topo")) {
             return print_topo(i + 1 < argc && argv[i + 1][0] != '-' ? argv[i + 1] : NULL);

@@ -131,10 +131,10 @@ static void print_roff(FILE *out, const char *text)
     }
 }
 
-void chorus__config_print(FILE *out, int as_man)
+void chorus__config_print(FILE *out, const chorus__config_table_t *const *tables, int as_man)
 {
-    for (size_t t = 0; chorus__config_tables[t] != NULL; t++) {
-        const chorus__config_table_t *table = chorus__config_tables[t];
+    for (size_t t = 0; tables[t] != NULL; t++) {
+        const chorus__config_table_t *table = tables[t];
 
         if (as_man) {
             fputs(".SS ", out);

@@ -2,7 +2,7 @@
  * Configuration tables. Each component declares one table of variables
  * (name, default as text, help, parser, offset of the field it fills) and
  * reads it once into its own struct. chorus-info -c and chorus(7) are
- * generated from the same tables (chorus__config_tables).
+ * generated from the same tables (the list is the core's: chorus__config_tables).
  */
 #ifndef CHORUS_UTIL_CONFIG_H
 #define CHORUS_UTIL_CONFIG_H
@@ -49,10 +49,7 @@ chorus_status_t chorus__config_parse_string(const char *text, void *field); /* c
  */
 chorus_status_t chorus__config_read(const chorus__config_table_t *table, void *obj);
 
-/* Every table of the library, NULL-terminated. */
-extern const chorus__config_table_t *const chorus__config_tables[];
-
-/* Print every variable with its default and help: as text, or as man(7) source. */
-void chorus__config_print(FILE *out, int as_man);
+/* Print every variable of tables (NULL-terminated) with its default and help: as text, or as man(7) source. */
+void chorus__config_print(FILE *out, const chorus__config_table_t *const *tables, int as_man);
 
 #endif

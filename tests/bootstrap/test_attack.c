@@ -38,9 +38,6 @@
 
 #define RSS_LIMIT_KIB 1024
 
-/* See test_bootstrap.c: log.c needs the list of config tables; weak, the library's wins. */
-__attribute__((weak)) const chorus__config_table_t *const chorus__config_tables[] = {NULL};
-
 /* ---- Process-level observations: memory, listeners, logs --------------------------- */
 
 static long rss_kib(pid_t pid)

@@ -29,7 +29,6 @@
  * log.c reads its level through config.c, which lists every table; a
  * standalone build of this test has none. Weak, so the library's list wins.
  */
-__attribute__((weak)) const chorus__config_table_t *const chorus__config_tables[] = {NULL};
 
 /* ---- Helpers --------------------------------------------------------------------- */
 

@@ -109,9 +109,10 @@ static int maps_new_dev_shm(void)
     return 1;
 }
 
+/* Every rank shares this node and its team is the communicator's. */
 static int on_shm_path(chorus_comm_t comm)
 {
-    return comm->shm != NULL;
+    return comm->env.node_team != NULL && comm->node_team.desc.size == comm->size;
 }
 
 /* ---- (a) a rank SIGKILLed while every rank loops over large allreduces ---- */
@@ -339,7 +340,7 @@ static int mismatched_count(chorus_comm_t comm, int rank, int size, void *arg)
     chorus_status_t status;
 
     (void)size; (void)arg;
-    if (!on_shm_path(comm) || comm->cfg.debug_check)
+    if (!on_shm_path(comm) || comm->ctx->cfg.debug_check)
         return RC_NOT_SHM;
     status = chorus_allreduce(x, x, count, CHORUS_FLOAT32, CHORUS_SUM, comm, NULL);
     fprintf(stderr, "rank %d: allreduce of %zu floats: %s\n", rank, count,

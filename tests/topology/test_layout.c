@@ -7,9 +7,6 @@
 #include "topology/layout.h"
 #include "util/config.h"
 
-/* log.c reads its level through config.c, which refers to the library's tables. */
-__attribute__((weak)) const chorus__config_table_t *const chorus__config_tables[] = {NULL};
-
 static void assert_ints(const int *got, const int *want, int n, const char *what)
 {
     for (int i = 0; i < n; i++)

@@ -15,9 +15,6 @@
 #include "topology/topo_internal.h"
 #include "util/config.h"
 
-/* log.c reads its level through config.c, which refers to the library's tables. */
-__attribute__((weak)) const chorus__config_table_t *const chorus__config_tables[] = {NULL};
-
 #define NVLINK8 TOPO_DATA_DIR "/nvlink8.xml"
 #define DEVBOX  TOPO_DATA_DIR "/devbox.xml"
 

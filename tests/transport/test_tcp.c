@@ -32,9 +32,6 @@
 #include "util/sha256.h"
 #include "util/time.h"
 
-/* log.c reads its level through config.c, whose table list the library defines. */
-__attribute__((weak)) const chorus__config_table_t *const chorus__config_tables[] = {NULL};
-
 #define TL_TEST_TRANSPORTS {{"tcp"}}
 #define MAX_RANKS 8
 #define WAIT_S 20.0
@@ -82,7 +79,7 @@ typedef struct {
     int size;
     double timeout_s;
     int bad_key_rank;           /* this rank holds another key; -1: none */
-    int idle_rank;              /* this rank never calls connect_all; -1: none */
+    int idle_rank;              /* this rank never calls set_peers; -1: none */
     int killed_rank;            /* this rank is expected to die of SIGKILL; -1: none */
 } run_opts_t;
 
@@ -182,7 +179,7 @@ static int rank_main(const tl_ops_t *ops, const run_opts_t *o, shared_t *sh, int
     if (rank != o->idle_rank) {
         double t0 = chorus__now();
 
-        env->connect_status = ops->connect_all(env->ctx, sh->addrs);
+        env->connect_status = ops->set_peers(env->ctx, sh->addrs);
         env->connect_s = chorus__now() - t0;
     }
     rc = fn(env);
@@ -274,10 +271,8 @@ static int body_mesh(rank_env_t *env)
             sbuf[i] = malloc(len + 1);
             rbuf[i] = malloc(4096);
             fill(sbuf[i], len, seed_of(env->rank, peer, (uint64_t)t));
-            CHECK(env->ops->recv_nb(env->ctx, peer, rbuf[i], 4096, (uint64_t)t,
-                                    &reqs[n++]) == CHORUS_OK);
-            CHECK(env->ops->send_nb(env->ctx, peer, sbuf[i], len, (uint64_t)t,
-                                    &reqs[n++]) == CHORUS_OK);
+            CHECK(env->ops->recv_nb(env->ctx, peer, 0, (uint64_t)t, rbuf[i], 4096, &reqs[n++]) == CHORUS_OK);
+            CHECK(env->ops->send_nb(env->ctx, peer, 0, (uint64_t)t, sbuf[i], len, &reqs[n++]) == CHORUS_OK);
         }
     }
     CHECK(wait_reqs(env, reqs, n, WAIT_S) == 0);
@@ -322,14 +317,14 @@ static int body_ping_pong(rank_env_t *env)
 
             if (env->rank == 0) {
                 fill(sbuf, sizes[s], (unsigned)tag);
-                CHECK(env->ops->send_nb(env->ctx, 1, sbuf, sizes[s], tag, &req) == CHORUS_OK);
+                CHECK(env->ops->send_nb(env->ctx, 1, 0, tag, sbuf, sizes[s], &req) == CHORUS_OK);
                 CHECK(wait_reqs(env, &req, 1, WAIT_S) == 0 && req.status == CHORUS_OK);
             }
-            CHECK(env->ops->recv_nb(env->ctx, other, rbuf, 1u << 20, tag, &req) == CHORUS_OK);
+            CHECK(env->ops->recv_nb(env->ctx, other, 0, tag, rbuf, 1u << 20, &req) == CHORUS_OK);
             CHECK(wait_reqs(env, &req, 1, WAIT_S) == 0 && req.status == CHORUS_OK);
             CHECK(req.length == sizes[s] && matches(rbuf, sizes[s], (unsigned)tag));
             if (env->rank == 1) {
-                CHECK(env->ops->send_nb(env->ctx, 0, rbuf, sizes[s], tag, &req) == CHORUS_OK);
+                CHECK(env->ops->send_nb(env->ctx, 0, 0, tag, rbuf, sizes[s], &req) == CHORUS_OK);
                 CHECK(wait_reqs(env, &req, 1, WAIT_S) == 0 && req.status == CHORUS_OK);
             }
         }
@@ -362,17 +357,16 @@ static int body_tags_reverse(rank_env_t *env)
 
     CHECK(env->connect_status == CHORUS_OK);
     if (env->rank == 0) {
-        CHECK(env->ops->recv_nb(env->ctx, 1, NULL, 0, GO_TAG, &go) == CHORUS_OK);
+        CHECK(env->ops->recv_nb(env->ctx, 1, 0, GO_TAG, NULL, 0, &go) == CHORUS_OK);
         CHECK(wait_reqs(env, &go, 1, WAIT_S) == 0 && go.status == CHORUS_OK);
         for (int t = 0; t < NTAGS; t++) {
             fill(bufs[t], tag_len(t), (unsigned)t);
-            CHECK(env->ops->send_nb(env->ctx, 1, bufs[t], tag_len(t), (uint64_t)t,
+            CHECK(env->ops->send_nb(env->ctx, 1, 0, (uint64_t)t, bufs[t], tag_len(t),
                                     &reqs[t]) == CHORUS_OK);
         }
         for (int k = 0; k < 3; k++) {
             fill(bufs[NTAGS + k], 100u + (size_t)k, 500u + (unsigned)k);
-            CHECK(env->ops->send_nb(env->ctx, 1, bufs[NTAGS + k], 100u + (size_t)k, SAME_TAG,
-                                    &reqs[NTAGS + k]) == CHORUS_OK);
+            CHECK(env->ops->send_nb(env->ctx, 1, 0, SAME_TAG, bufs[NTAGS + k], 100u + (size_t)k, &reqs[NTAGS + k]) == CHORUS_OK);
         }
         CHECK(wait_reqs(env, reqs, NTAGS + 3, WAIT_S) == 0);
         for (int i = 0; i < NTAGS + 3; i++)
@@ -380,12 +374,11 @@ static int body_tags_reverse(rank_env_t *env)
         return 0;
     }
     for (int t = NTAGS - 1; t >= 0; t--)
-        CHECK(env->ops->recv_nb(env->ctx, 0, bufs[t], 1000, (uint64_t)t, &reqs[t]) ==
+        CHECK(env->ops->recv_nb(env->ctx, 0, 0, (uint64_t)t, bufs[t], 1000, &reqs[t]) ==
               CHORUS_OK);
     for (int k = 0; k < 3; k++)
-        CHECK(env->ops->recv_nb(env->ctx, 0, bufs[NTAGS + k], 1000, SAME_TAG,
-                                &reqs[NTAGS + k]) == CHORUS_OK);
-    CHECK(env->ops->send_nb(env->ctx, 0, NULL, 0, GO_TAG, &go) == CHORUS_OK);
+        CHECK(env->ops->recv_nb(env->ctx, 0, 0, SAME_TAG, bufs[NTAGS + k], 1000, &reqs[NTAGS + k]) == CHORUS_OK);
+    CHECK(env->ops->send_nb(env->ctx, 0, 0, GO_TAG, NULL, 0, &go) == CHORUS_OK);
     CHECK(wait_reqs(env, reqs, NTAGS + 3, WAIT_S) == 0);
     for (int t = 0; t < NTAGS; t++) {
         CHECK(reqs[t].status == CHORUS_OK && reqs[t].length == tag_len(t));
@@ -416,21 +409,21 @@ static int body_unexpected(rank_env_t *env)
     }
     if (env->rank == 0) {
         for (int i = 0; i < N; i++)
-            CHECK(env->ops->send_nb(env->ctx, 1, bufs[i], lens[i], tags[i], &reqs[i]) ==
+            CHECK(env->ops->send_nb(env->ctx, 1, 0, tags[i], bufs[i], lens[i], &reqs[i]) ==
                   CHORUS_OK);
-        CHECK(env->ops->send_nb(env->ctx, 1, NULL, 0, MARK_TAG, &mark) == CHORUS_OK);
+        CHECK(env->ops->send_nb(env->ctx, 1, 0, MARK_TAG, NULL, 0, &mark) == CHORUS_OK);
         CHECK(wait_reqs(env, reqs, N, WAIT_S) == 0 && wait_reqs(env, &mark, 1, WAIT_S) == 0);
         for (int i = 0; i < N; i++)
             CHECK(reqs[i].status == CHORUS_OK && reqs[i].length == lens[i]);
     } else {
-        CHECK(env->ops->recv_nb(env->ctx, 0, NULL, 0, MARK_TAG, &mark) == CHORUS_OK);
+        CHECK(env->ops->recv_nb(env->ctx, 0, 0, MARK_TAG, NULL, 0, &mark) == CHORUS_OK);
         CHECK(wait_reqs(env, &mark, 1, WAIT_S) == 0 && mark.status == CHORUS_OK);
         /* Posted in another order than sent; each completes inside the post. */
         for (int i = N - 1; i >= 0; i--) {
             if (i == 0 || i == 3)
                 continue;
             memset(bufs[i], 0, lens[i] + 1);
-            CHECK(env->ops->recv_nb(env->ctx, 0, bufs[i], lens[i] + 1, tags[i], &reqs[i]) ==
+            CHECK(env->ops->recv_nb(env->ctx, 0, 0, tags[i], bufs[i], lens[i] + 1, &reqs[i]) ==
                   CHORUS_OK);
             CHECK(reqs[i].done && reqs[i].status == CHORUS_OK && reqs[i].length == lens[i]);
             CHECK(matches(bufs[i], lens[i], 70u + (unsigned)i));
@@ -438,8 +431,8 @@ static int body_unexpected(rank_env_t *env)
         /* Same tag: the first receive gets the first message. */
         memset(bufs[0], 0, 101);
         memset(bufs[3], 0, 51);
-        CHECK(env->ops->recv_nb(env->ctx, 0, bufs[0], 101, 1, &reqs[0]) == CHORUS_OK);
-        CHECK(env->ops->recv_nb(env->ctx, 0, bufs[3], 51, 1, &reqs[3]) == CHORUS_OK);
+        CHECK(env->ops->recv_nb(env->ctx, 0, 0, 1, bufs[0], 101, &reqs[0]) == CHORUS_OK);
+        CHECK(env->ops->recv_nb(env->ctx, 0, 0, 1, bufs[3], 51, &reqs[3]) == CHORUS_OK);
         CHECK(reqs[0].done && reqs[0].length == 100 && matches(bufs[0], 100, 70));
         CHECK(reqs[3].done && reqs[3].length == 50 && matches(bufs[3], 50, 73));
         CHECK(env->ops->progress(env->ctx) == N);
@@ -460,13 +453,13 @@ static int body_zero_length(rank_env_t *env)
 
     CHECK(env->connect_status == CHORUS_OK);
     memset(sentinel, 0xa5, sizeof(sentinel));
-    CHECK(env->ops->recv_nb(env->ctx, other, NULL, 0, 10, &reqs[0]) == CHORUS_OK);
-    CHECK(env->ops->recv_nb(env->ctx, other, sentinel, sizeof(sentinel), 11, &reqs[1]) ==
+    CHECK(env->ops->recv_nb(env->ctx, other, 0, 10, NULL, 0, &reqs[0]) == CHORUS_OK);
+    CHECK(env->ops->recv_nb(env->ctx, other, 0, 11, sentinel, sizeof(sentinel), &reqs[1]) ==
           CHORUS_OK);
-    CHECK(env->ops->send_nb(env->ctx, other, NULL, 0, 10, &reqs[2]) == CHORUS_OK);
+    CHECK(env->ops->send_nb(env->ctx, other, 0, 10, NULL, 0, &reqs[2]) == CHORUS_OK);
     CHECK(wait_reqs(env, reqs, 1, WAIT_S) == 0 && wait_reqs(env, &reqs[2], 1, WAIT_S) == 0);
-    CHECK(env->ops->send_nb(env->ctx, other, sentinel, 0, 11, &reqs[2]) == CHORUS_OK);
-    CHECK(env->ops->send_nb(env->ctx, other, NULL, 0, 12, &mark) == CHORUS_OK);
+    CHECK(env->ops->send_nb(env->ctx, other, 0, 11, sentinel, 0, &reqs[2]) == CHORUS_OK);
+    CHECK(env->ops->send_nb(env->ctx, other, 0, 12, NULL, 0, &mark) == CHORUS_OK);
     CHECK(wait_reqs(env, reqs, 3, WAIT_S) == 0 && wait_reqs(env, &mark, 1, WAIT_S) == 0);
     for (int i = 0; i < 3; i++)
         CHECK(reqs[i].status == CHORUS_OK && reqs[i].length == 0);
@@ -474,7 +467,7 @@ static int body_zero_length(rank_env_t *env)
         CHECK(sentinel[i] == 0xa5);
     /* Tag 12 arrived before its receive: an unexpected zero-length message. */
     progress_for(env, 0.05);
-    CHECK(env->ops->recv_nb(env->ctx, other, sentinel, 4, 12, &reqs[0]) == CHORUS_OK);
+    CHECK(env->ops->recv_nb(env->ctx, other, 0, 12, sentinel, 4, &reqs[0]) == CHORUS_OK);
     CHECK(wait_reqs(env, reqs, 1, WAIT_S) == 0);
     CHECK(reqs[0].status == CHORUS_OK && reqs[0].length == 0 && sentinel[0] == 0xa5);
     return 0;
@@ -496,11 +489,11 @@ static int body_big(rank_env_t *env)
     fill(sbuf, BIG, 40u + (unsigned)env->rank);
     memset(rbuf, 0, BIG);
     if (env->rank == 0)
-        CHECK(env->ops->recv_nb(env->ctx, other, rbuf, BIG, 7, &reqs[0]) == CHORUS_OK);
-    CHECK(env->ops->send_nb(env->ctx, other, sbuf, BIG, 7, &reqs[1]) == CHORUS_OK);
+        CHECK(env->ops->recv_nb(env->ctx, other, 0, 7, rbuf, BIG, &reqs[0]) == CHORUS_OK);
+    CHECK(env->ops->send_nb(env->ctx, other, 0, 7, sbuf, BIG, &reqs[1]) == CHORUS_OK);
     if (env->rank == 1) {
         progress_for(env, 0.02);
-        CHECK(env->ops->recv_nb(env->ctx, other, rbuf, BIG, 7, &reqs[0]) == CHORUS_OK);
+        CHECK(env->ops->recv_nb(env->ctx, other, 0, 7, rbuf, BIG, &reqs[0]) == CHORUS_OK);
     }
     CHECK(wait_reqs(env, reqs, 2, WAIT_S) == 0);
     CHECK(reqs[0].status == CHORUS_OK && reqs[1].status == CHORUS_OK);
@@ -525,13 +518,13 @@ static int body_truncated(rank_env_t *env)
     if (env->rank == 0) {
         fill(big, sizeof(big), 1);
         fill(small, sizeof(small), 2);
-        CHECK(env->ops->recv_nb(env->ctx, 1, NULL, 0, GO_TAG, &go) == CHORUS_OK);
+        CHECK(env->ops->recv_nb(env->ctx, 1, 0, GO_TAG, NULL, 0, &go) == CHORUS_OK);
         CHECK(wait_reqs(env, &go, 1, WAIT_S) == 0);
-        CHECK(env->ops->send_nb(env->ctx, 1, big, sizeof(big), 5, &r[0]) == CHORUS_OK);
-        CHECK(env->ops->send_nb(env->ctx, 1, small, sizeof(small), 6, &r[1]) == CHORUS_OK);
-        CHECK(env->ops->send_nb(env->ctx, 1, big, sizeof(big), 7, &r[2]) == CHORUS_OK);
-        CHECK(env->ops->send_nb(env->ctx, 1, small, sizeof(small), 8, &r[3]) == CHORUS_OK);
-        CHECK(env->ops->send_nb(env->ctx, 1, NULL, 0, MARK_TAG, &mark) == CHORUS_OK);
+        CHECK(env->ops->send_nb(env->ctx, 1, 0, 5, big, sizeof(big), &r[0]) == CHORUS_OK);
+        CHECK(env->ops->send_nb(env->ctx, 1, 0, 6, small, sizeof(small), &r[1]) == CHORUS_OK);
+        CHECK(env->ops->send_nb(env->ctx, 1, 0, 7, big, sizeof(big), &r[2]) == CHORUS_OK);
+        CHECK(env->ops->send_nb(env->ctx, 1, 0, 8, small, sizeof(small), &r[3]) == CHORUS_OK);
+        CHECK(env->ops->send_nb(env->ctx, 1, 0, MARK_TAG, NULL, 0, &mark) == CHORUS_OK);
         CHECK(wait_reqs(env, r, 4, WAIT_S) == 0 && wait_reqs(env, &mark, 1, WAIT_S) == 0);
         for (int i = 0; i < 4; i++)
             CHECK(r[i].status == CHORUS_OK);
@@ -540,10 +533,10 @@ static int body_truncated(rank_env_t *env)
     memset(big, 0, sizeof(big));
     memset(small, 0, sizeof(small));
     /* Tags 5 and 6 meet posted receives. */
-    CHECK(env->ops->recv_nb(env->ctx, 0, big, 50, 5, &r[0]) == CHORUS_OK);
-    CHECK(env->ops->recv_nb(env->ctx, 0, small, sizeof(small), 6, &r[1]) == CHORUS_OK);
-    CHECK(env->ops->recv_nb(env->ctx, 0, NULL, 0, MARK_TAG, &mark) == CHORUS_OK);
-    CHECK(env->ops->send_nb(env->ctx, 0, NULL, 0, GO_TAG, &go) == CHORUS_OK);
+    CHECK(env->ops->recv_nb(env->ctx, 0, 0, 5, big, 50, &r[0]) == CHORUS_OK);
+    CHECK(env->ops->recv_nb(env->ctx, 0, 0, 6, small, sizeof(small), &r[1]) == CHORUS_OK);
+    CHECK(env->ops->recv_nb(env->ctx, 0, 0, MARK_TAG, NULL, 0, &mark) == CHORUS_OK);
+    CHECK(env->ops->send_nb(env->ctx, 0, 0, GO_TAG, NULL, 0, &go) == CHORUS_OK);
     CHECK(wait_reqs(env, r, 2, WAIT_S) == 0 && wait_reqs(env, &mark, 1, WAIT_S) == 0);
     CHECK(r[0].status == CHORUS_ERR_TRUNCATED);
     CHECK(r[1].status == CHORUS_OK && r[1].length == 10 && matches(small, 10, 2));
@@ -551,9 +544,9 @@ static int body_truncated(rank_env_t *env)
         CHECK(big[i] == 0);
     /* Tags 7 and 8 arrived before their receives. */
     memset(small, 0, sizeof(small));
-    CHECK(env->ops->recv_nb(env->ctx, 0, big, 99, 7, &r[2]) == CHORUS_OK);
+    CHECK(env->ops->recv_nb(env->ctx, 0, 0, 7, big, 99, &r[2]) == CHORUS_OK);
     CHECK(r[2].done && r[2].status == CHORUS_ERR_TRUNCATED);
-    CHECK(env->ops->recv_nb(env->ctx, 0, small, sizeof(small), 8, &r[3]) == CHORUS_OK);
+    CHECK(env->ops->recv_nb(env->ctx, 0, 0, 8, small, sizeof(small), &r[3]) == CHORUS_OK);
     CHECK(r[3].done && r[3].status == CHORUS_OK && matches(small, 10, 2));
     return 0;
 }
@@ -575,44 +568,44 @@ static int body_peer_killed(rank_env_t *env)
 
     CHECK(env->connect_status == CHORUS_OK && big != NULL && big2 != NULL);
     if (env->rank == 1) {
-        CHECK(env->ops->send_nb(env->ctx, 0, NULL, 0, 0, &alive) == CHORUS_OK);
+        CHECK(env->ops->send_nb(env->ctx, 0, 0, 0, NULL, 0, &alive) == CHORUS_OK);
         CHECK(wait_reqs(env, &alive, 1, WAIT_S) == 0);
         /* Rank 0 is not reading: this fills the socket buffers and stays pending. */
-        CHECK(env->ops->send_nb(env->ctx, 0, big, BIG, 4, &lost[0]) == CHORUS_OK);
+        CHECK(env->ops->send_nb(env->ctx, 0, 0, 4, big, BIG, &lost[0]) == CHORUS_OK);
         progress_for(env, 0.1);
         CHECK(!lost[0].done);
         kill(getpid(), SIGKILL);
         pause();
     }
     if (env->rank == 2) {
-        CHECK(env->ops->recv_nb(env->ctx, 0, NULL, 0, 5, &ping) == CHORUS_OK);
+        CHECK(env->ops->recv_nb(env->ctx, 0, 0, 5, NULL, 0, &ping) == CHORUS_OK);
         CHECK(wait_reqs(env, &ping, 1, WAIT_S) == 0 && ping.status == CHORUS_OK);
-        CHECK(env->ops->send_nb(env->ctx, 0, NULL, 0, 6, &ping) == CHORUS_OK);
+        CHECK(env->ops->send_nb(env->ctx, 0, 0, 6, NULL, 0, &ping) == CHORUS_OK);
         CHECK(wait_reqs(env, &ping, 1, WAIT_S) == 0 && ping.status == CHORUS_OK);
         free(big);
         free(big2);
         return 0;
     }
-    CHECK(env->ops->recv_nb(env->ctx, 1, NULL, 0, 0, &alive) == CHORUS_OK);
-    CHECK(env->ops->recv_nb(env->ctx, 1, big, 16, 1, &lost[0]) == CHORUS_OK);
-    CHECK(env->ops->recv_nb(env->ctx, 1, big2, BIG, 4, &lost[2]) == CHORUS_OK);
+    CHECK(env->ops->recv_nb(env->ctx, 1, 0, 0, NULL, 0, &alive) == CHORUS_OK);
+    CHECK(env->ops->recv_nb(env->ctx, 1, 0, 1, big, 16, &lost[0]) == CHORUS_OK);
+    CHECK(env->ops->recv_nb(env->ctx, 1, 0, 4, big2, BIG, &lost[2]) == CHORUS_OK);
     CHECK(wait_reqs(env, &alive, 1, WAIT_S) == 0 && alive.status == CHORUS_OK);
     usleep(300 * 1000);
     t0 = chorus__now();
-    CHECK(env->ops->send_nb(env->ctx, 1, big, BIG, 2, &lost[1]) == CHORUS_OK);
+    CHECK(env->ops->send_nb(env->ctx, 1, 0, 2, big, BIG, &lost[1]) == CHORUS_OK);
     CHECK(wait_reqs(env, lost, 3, 2.0) == 0);
     CHECK(chorus__now() - t0 < 1.0);
     for (int i = 0; i < 3; i++)
         CHECK(lost[i].status == CHORUS_ERR_PEER_FAILED);
     /* Later posts to the lost peer fail at once, the request too. */
-    CHECK(env->ops->send_nb(env->ctx, 1, big, 1, 3, &late[0]) == CHORUS_ERR_PEER_FAILED);
-    CHECK(env->ops->recv_nb(env->ctx, 1, big, 1, 3, &late[1]) == CHORUS_ERR_PEER_FAILED);
+    CHECK(env->ops->send_nb(env->ctx, 1, 0, 3, big, 1, &late[0]) == CHORUS_ERR_PEER_FAILED);
+    CHECK(env->ops->recv_nb(env->ctx, 1, 0, 3, big, 1, &late[1]) == CHORUS_ERR_PEER_FAILED);
     CHECK(late[0].done && late[0].status == CHORUS_ERR_PEER_FAILED);
     CHECK(late[1].done && late[1].status == CHORUS_ERR_PEER_FAILED);
     /* The other peer is unaffected. */
-    CHECK(env->ops->send_nb(env->ctx, 2, NULL, 0, 5, &ping) == CHORUS_OK);
+    CHECK(env->ops->send_nb(env->ctx, 2, 0, 5, NULL, 0, &ping) == CHORUS_OK);
     CHECK(wait_reqs(env, &ping, 1, WAIT_S) == 0 && ping.status == CHORUS_OK);
-    CHECK(env->ops->recv_nb(env->ctx, 2, NULL, 0, 6, &ping) == CHORUS_OK);
+    CHECK(env->ops->recv_nb(env->ctx, 2, 0, 6, NULL, 0, &ping) == CHORUS_OK);
     CHECK(wait_reqs(env, &ping, 1, WAIT_S) == 0 && ping.status == CHORUS_OK);
     free(big);
     free(big2);
@@ -627,7 +620,7 @@ static int body_fail_all(rank_env_t *env)
     tl_req_t r, late;
 
     CHECK(env->connect_status == CHORUS_OK);
-    CHECK(env->ops->recv_nb(env->ctx, 1 - env->rank, NULL, 0, 1, &r) == CHORUS_OK);
+    CHECK(env->ops->recv_nb(env->ctx, 1 - env->rank, 0, 1, NULL, 0, &r) == CHORUS_OK);
     if (env->rank == 1) {
         CHECK(wait_reqs(env, &r, 1, 2.0) == 0 && r.status == CHORUS_ERR_PEER_FAILED);
         return 0;
@@ -637,7 +630,7 @@ static int body_fail_all(rank_env_t *env)
     env->ops->fail_all(env->ctx, CHORUS_ERR_ABORTED);
     CHECK(r.done && r.status == CHORUS_ERR_ABORTED);
     CHECK(env->ops->progress(env->ctx) == 1);
-    CHECK(env->ops->send_nb(env->ctx, 1, NULL, 0, 2, &late) == CHORUS_ERR_ABORTED);
+    CHECK(env->ops->send_nb(env->ctx, 1, 0, 2, NULL, 0, &late) == CHORUS_ERR_ABORTED);
     CHECK(late.done && late.status == CHORUS_ERR_ABORTED);
     return 0;
 }
@@ -651,18 +644,18 @@ static int body_destroy_pending(rank_env_t *env)
     tl_req_t r[2];
 
     CHECK(env->connect_status == CHORUS_OK && big != NULL);
-    CHECK(env->ops->recv_nb(env->ctx, 1 - env->rank, NULL, 0, 1, &r[0]) == CHORUS_OK);
+    CHECK(env->ops->recv_nb(env->ctx, 1 - env->rank, 0, 1, NULL, 0, &r[0]) == CHORUS_OK);
     if (env->rank == 1) {
         /* Not reading yet keeps rank 0's large send pending until it destroys. */
         usleep(300 * 1000);
         CHECK(wait_reqs(env, r, 1, 2.0) == 0 && r[0].status == CHORUS_ERR_PEER_FAILED);
         /* The 64 MiB message arrived only in part: it is dropped, not delivered. */
-        CHECK(env->ops->recv_nb(env->ctx, 0, big, BIG, 2, &r[1]) == CHORUS_ERR_PEER_FAILED);
+        CHECK(env->ops->recv_nb(env->ctx, 0, 0, 2, big, BIG, &r[1]) == CHORUS_ERR_PEER_FAILED);
         CHECK(r[1].done && r[1].status == CHORUS_ERR_PEER_FAILED);
         free(big);
         return 0;
     }
-    CHECK(env->ops->send_nb(env->ctx, 1, big, BIG, 2, &r[1]) == CHORUS_OK);
+    CHECK(env->ops->send_nb(env->ctx, 1, 0, 2, big, BIG, &r[1]) == CHORUS_OK);
     progress_for(env, 0.05);
     CHECK(!r[0].done && !r[1].done);
     env->ops->ctx_destroy(env->ctx);
@@ -689,7 +682,7 @@ static int body_wrong_key(rank_env_t *env)
     CHECK(env->connect_status ==
           (env->rank == 0 ? CHORUS_ERR_AUTH : CHORUS_ERR_TIMEOUT));
     CHECK(env->connect_s > 0.9 && env->connect_s < 5.0);
-    CHECK(env->ops->send_nb(env->ctx, 1 - env->rank, NULL, 0, 1, &r) ==
+    CHECK(env->ops->send_nb(env->ctx, 1 - env->rank, 0, 1, NULL, 0, &r) ==
           CHORUS_ERR_INVALID_ARG);
     return 0;
 }
@@ -720,11 +713,11 @@ static int body_bad_args(rank_env_t *env)
     tl_req_t r;
 
     CHECK(env->connect_status == CHORUS_OK);
-    CHECK(env->ops->send_nb(env->ctx, -1, buf, 4, 0, &r) == CHORUS_ERR_INVALID_ARG);
-    CHECK(env->ops->send_nb(env->ctx, env->size, buf, 4, 0, &r) == CHORUS_ERR_INVALID_ARG);
-    CHECK(env->ops->recv_nb(env->ctx, 0, NULL, 4, 0, &r) == CHORUS_ERR_INVALID_ARG);
-    CHECK(env->ops->recv_nb(env->ctx, 0, buf, 4, 0, NULL) == CHORUS_ERR_INVALID_ARG);
-    CHECK(env->ops->connect_all(env->ctx, buf) == CHORUS_ERR_INVALID_ARG);
+    CHECK(env->ops->send_nb(env->ctx, -1, 0, 0, buf, 4, &r) == CHORUS_ERR_INVALID_ARG);
+    CHECK(env->ops->send_nb(env->ctx, env->size, 0, 0, buf, 4, &r) == CHORUS_ERR_INVALID_ARG);
+    CHECK(env->ops->recv_nb(env->ctx, 0, 0, 0, NULL, 4, &r) == CHORUS_ERR_INVALID_ARG);
+    CHECK(env->ops->recv_nb(env->ctx, 0, 0, 0, buf, 4, NULL) == CHORUS_ERR_INVALID_ARG);
+    CHECK(env->ops->set_peers(env->ctx, buf) == CHORUS_ERR_INVALID_ARG);
     return 0;
 }
 
@@ -774,33 +767,38 @@ Test(tcp, header_check)
 {
     tl_tcp_hdr_t h;
     uint64_t tag = 0, len = 0;
+    uint32_t space = 0;
 
-    tl_tcp_header_encode(&h, 0x1122334455667788ull, 12345);
-    cr_assert_eq(tl_tcp_header_check(&h, &tag, &len), CHORUS_OK);
-    cr_expect_eq(tag, 0x1122334455667788ull);
+    tl_tcp_header_encode(&h, 0x55667788u, 0x1122334455667788ull & ~TL_TAG_CTRL, 12345);
+    cr_assert_eq(tl_tcp_header_check(&h, &space, &tag, &len), CHORUS_OK);
+    cr_expect_eq(space, 0x55667788u);
+    cr_expect_eq(tag, 0x1122334455667788ull & ~TL_TAG_CTRL);
     cr_expect_eq(len, 12345);
     /* Byte order on the wire is fixed: little-endian. */
     cr_expect_eq(((const unsigned char *)&h)[0], TL_TCP_MAGIC & 0xff);
+    cr_expect_eq(((const unsigned char *)&h)[4], 0x88);
     cr_expect_eq(((const unsigned char *)&h)[16], 12345 & 0xff);
 
-    tl_tcp_header_encode(&h, 1, TL_TCP_MAX_MSG);
-    cr_expect_eq(tl_tcp_header_check(&h, &tag, &len), CHORUS_OK);
+    tl_tcp_header_encode(&h, 0, 1, TL_TCP_MAX_MSG);
+    cr_expect_eq(tl_tcp_header_check(&h, &space, &tag, &len), CHORUS_OK);
     cr_expect_eq(len, TL_TCP_MAX_MSG);
 
     tag = len = 7;
-    tl_tcp_header_encode(&h, 1, TL_TCP_MAX_MSG + 1);
-    cr_expect_eq(tl_tcp_header_check(&h, &tag, &len), CHORUS_ERR_PROTOCOL);
-    tl_tcp_header_encode(&h, 1, UINT64_MAX);
-    cr_expect_eq(tl_tcp_header_check(&h, &tag, &len), CHORUS_ERR_PROTOCOL);
-    tl_tcp_header_encode(&h, 1, 10);
+    space = 7;
+    tl_tcp_header_encode(&h, 0, 1, TL_TCP_MAX_MSG + 1);
+    cr_expect_eq(tl_tcp_header_check(&h, &space, &tag, &len), CHORUS_ERR_PROTOCOL);
+    tl_tcp_header_encode(&h, 0, 1, UINT64_MAX);
+    cr_expect_eq(tl_tcp_header_check(&h, &space, &tag, &len), CHORUS_ERR_PROTOCOL);
+    tl_tcp_header_encode(&h, 0, 1, 10);
     h.magic ^= 1;
-    cr_expect_eq(tl_tcp_header_check(&h, &tag, &len), CHORUS_ERR_PROTOCOL);
-    tl_tcp_header_encode(&h, 1, 10);
-    h.flags = 1;
-    cr_expect_eq(tl_tcp_header_check(&h, &tag, &len), CHORUS_ERR_PROTOCOL);
+    cr_expect_eq(tl_tcp_header_check(&h, &space, &tag, &len), CHORUS_ERR_PROTOCOL);
+    /* A control message is small: a longer one is malformed. */
+    tl_tcp_header_encode(&h, 0, TL_TAG_CTRL | 1, TL_CTRL_MAX + 1);
+    cr_expect_eq(tl_tcp_header_check(&h, &space, &tag, &len), CHORUS_ERR_PROTOCOL);
     /* Outputs are written only on success. */
     cr_expect_eq(tag, 7);
     cr_expect_eq(len, 7);
+    cr_expect_eq(space, 7);
 }
 
 /* ---- TCP handshake against raw sockets -------------------------------------- */
@@ -856,7 +854,7 @@ static void *connect_thread(void *arg)
 {
     connect_job_t *job = arg;
 
-    job->status = tl_tcp_ops.connect_all(job->ctx, job->addrs);
+    job->status = tl_tcp_ops.set_peers(job->ctx, job->addrs);
     return NULL;
 }
 

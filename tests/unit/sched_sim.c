@@ -32,10 +32,12 @@ typedef struct {
     sched_sim_stats_t stats;
 } sim_world_t;
 
-struct tl_ctx {
+/* One rank's view of the in-memory network. */
+typedef struct {
+    tl_port_t port;
     sim_world_t *w;
     int rank;
-};
+} sim_port_t;
 
 static uint64_t sim_hash(const void *buf, size_t len)
 {
@@ -105,9 +107,10 @@ static int sim_check_post(sim_world_t *w, int rank, int peer, size_t len, uint64
     return peer == w->opts.dead_rank ? 1 : 0;
 }
 
-static chorus_status_t sim_send_nb(tl_ctx_t *ctx, int peer, const void *buf, size_t len,
-                                   uint64_t tag, tl_req_t *req)
+static chorus_status_t sim_send_nb(tl_port_t *port, int peer, uint64_t tag, const void *buf,
+                                   size_t len, tl_req_t *req)
 {
+    sim_port_t *ctx = (sim_port_t *)port;
     sim_world_t *w = ctx->w;
     int rc = sim_check_post(w, ctx->rank, peer, len, tag, req);
     tl_req_t **pp;
@@ -153,9 +156,10 @@ static chorus_status_t sim_send_nb(tl_ctx_t *ctx, int peer, const void *buf, siz
     return CHORUS_OK;
 }
 
-static chorus_status_t sim_recv_nb(tl_ctx_t *ctx, int peer, void *buf, size_t capacity,
-                                   uint64_t tag, tl_req_t *req)
+static chorus_status_t sim_recv_nb(tl_port_t *port, int peer, uint64_t tag, void *buf,
+                                   size_t capacity, tl_req_t *req)
 {
+    sim_port_t *ctx = (sim_port_t *)port;
     sim_world_t *w = ctx->w;
     int rc = sim_check_post(w, ctx->rank, peer, capacity, tag, req);
     tl_req_t **pp;
@@ -187,7 +191,7 @@ static chorus_status_t sim_recv_nb(tl_ctx_t *ctx, int peer, void *buf, size_t ca
     return CHORUS_OK;
 }
 
-static int sim_progress(tl_ctx_t *ctx)
+static int sim_progress(sim_port_t *ctx)
 {
     sim_world_t *w = ctx->w;
     int n = 0;
@@ -201,18 +205,11 @@ static int sim_progress(tl_ctx_t *ctx)
     return n;
 }
 
-static const tl_ops_t sim_ops = {
-    .name = "sim",
-    .send_nb = sim_send_nb,
-    .recv_nb = sim_recv_nb,
-    .progress = sim_progress,
-};
-
 /* Complete everything still pending (like ctx_destroy) so schedules can be freed. */
 static void sim_drain(sim_world_t *w)
 {
     for (int r = 0; r < w->p; r++) {
-        tl_ctx_t ctx = {.w = w, .rank = r};
+        sim_port_t ctx = {.w = w, .rank = r};
         sim_progress(&ctx);
     }
     while (w->recvs != NULL) {
@@ -269,7 +266,7 @@ static void sim_order(int *order, int p, unsigned *seed)
 }
 
 /* Round-robin until every live rank is finished or nobody moves. */
-static void sim_drive(sim_world_t *w, coll_sched_t *sched, tl_ctx_t *ctx)
+static void sim_drive(sim_world_t *w, coll_sched_t *sched, sim_port_t *ctx)
 {
     long max_rounds = w->opts.max_rounds > 0 ? w->opts.max_rounds : 1000000;
     unsigned seed = w->opts.seed;
@@ -300,7 +297,7 @@ static void sim_drive(sim_world_t *w, coll_sched_t *sched, tl_ctx_t *ctx)
                 }
             }
             sim_progress(&ctx[r]);
-            w->stats.result[r] = coll_sched_progress(&sched[r], &sim_ops, &ctx[r], SIM_TAG_BASE);
+            w->stats.result[r] = coll_sched_progress(&sched[r]);
             w->stats.failed_peer[r] = sched[r].failed_peer;
             if (w->stats.result[r] != 0)
                 w->stats.finish_round[r] = w->stats.rounds;
@@ -348,7 +345,7 @@ int sched_sim_run_opts(const coll_alg_t *alg, const coll_args_t *args_per_rank, 
     static const sched_sim_opts_t defaults = SCHED_SIM_OPTS_DEFAULT;
     sim_world_t *w;
     coll_sched_t *sched;
-    tl_ctx_t ctx[SCHED_SIM_MAX_RANKS];
+    sim_port_t ctx[SCHED_SIM_MAX_RANKS];
     int rc = 1;
 
     if (sim_validate(alg, args_per_rank, p) != 0)
@@ -362,10 +359,14 @@ int sched_sim_run_opts(const coll_alg_t *alg, const coll_args_t *args_per_rank, 
     for (int r = 0; r < p; r++)
         w->stats.finish_round[r] = -1;
     for (int r = 0; r < p; r++) {
+        coll_env_t env = {.nranks = p, .layout = w->opts.layout};
         chorus_status_t st;
-        ctx[r] = (tl_ctx_t){.w = w, .rank = r};
+
+        ctx[r] = (sim_port_t){.port = {.send_nb = sim_send_nb, .recv_nb = sim_recv_nb},
+                              .w = w, .rank = r};
         coll_sched_init(&sched[r], args_per_rank[r].dtype, args_per_rank[r].op, p);
-        st = alg->build(&args_per_rank[r], &sched[r]);
+        coll_sched_bind(&sched[r], &ctx[r].port, SIM_TAG_BASE);
+        st = alg->build(&args_per_rank[r], &env, &sched[r]);
         if (st != CHORUS_OK) {
             fprintf(stderr, "sched_sim: %s/%s p=%d: build failed on rank %d: %d\n",
                     coll_type_name(alg->coll), alg->name, p, r, (int)st);

@@ -2,8 +2,8 @@
  * sched_sim: runs one collective call of p ranks inside one process.
  *
  * Each rank gets its own schedule (built by alg->build from its own
- * coll_args_t) and its own context of an in-memory transport whose
- * send_nb/recv_nb match messages by (source, destination, tag). The ranks'
+ * coll_args_t) and its own port to an in-memory network that matches
+ * messages by (source, destination, tag). The ranks'
  * executors (coll_sched_progress) are driven round-robin until every rank
  * has finished; a round in which no rank moves, or more rounds than
  * max_rounds, is reported as stuck, which is how deadlocks show up.
@@ -62,6 +62,8 @@ typedef struct {
      */
     int late_rank;
     long late_rounds;
+    /* The ranks' layout, for algorithms that split work by node (NULL: none). */
+    const topo_layout_t *layout;
 } sched_sim_opts_t;
 
 /* Defaults used by sched_sim_run: eager sends, immediate completion, in order, no dead rank. */

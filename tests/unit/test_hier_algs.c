@@ -23,9 +23,6 @@
 #include "topology/layout.h"
 #include "util/config.h"
 
-/* The logger reads its level through the config tables; the library defines the real list. */
-__attribute__((weak)) const chorus__config_table_t *const chorus__config_tables[] = {NULL};
-
 #define GUARD_BYTES 64
 #define POISON 0x5a
 #define BIG_COUNT 100003
@@ -199,7 +196,7 @@ static void world_setup_rank(world_t *w, int r)
     w->args[r] = (coll_args_t){.coll = w->coll, .sendbuf = send, .recvbuf = w->recv[r],
                                .count = w->count, .dtype = w->dt, .op = w->op,
                                .root = w->root, .rank = r, .size = w->p,
-                               .chunk_bytes = mode_chunk_bytes[w->mode], .layout = w->l};
+                               .chunk_bytes = mode_chunk_bytes[w->mode]};
 }
 
 static void world_free(world_t *w)
@@ -218,6 +215,7 @@ static int world_run(world_t *w)
     sched_sim_opts_t opts = SCHED_SIM_OPTS_DEFAULT;
     unsigned seed = (unsigned)(w->p * 7919 + w->root * 31 + (int)w->count + w->mode);
 
+    opts.layout = w->l;
     if (w->mode != MODE_EAGER) {
         /* Rendezvous sends and late completions: nothing may rely on buffering. */
         opts.eager = 0;
@@ -345,12 +343,12 @@ static size_t cross_node_bytes(size_t a, const topo_layout_t *l, size_t count,
     for (int r = 0; r < l->size; r++) {
         coll_args_t args = {.coll = hier_algs[a].coll, .sendbuf = send, .recvbuf = recv,
                             .count = count, .dtype = dt, .op = CHORUS_SUM, .root = root,
-                            .rank = r, .size = l->size, .chunk_bytes = chunk_bytes,
-                            .layout = l};
+                            .rank = r, .size = l->size, .chunk_bytes = chunk_bytes};
+        coll_env_t env = {.nranks = l->size, .layout = l};
         coll_sched_t s;
 
         coll_sched_init(&s, dt, CHORUS_SUM, l->size);
-        cr_assert_eq(hier_algs[a].alg->build(&args, &s), CHORUS_OK, "rank %d", r);
+        cr_assert_eq(hier_algs[a].alg->build(&args, &env, &s), CHORUS_OK, "rank %d", r);
         for (size_t i = 0; i < s.nsteps; i++) {
             const coll_step_t *st = &s.steps[i];
 
@@ -438,12 +436,12 @@ static void cross_node_in(size_t a, const topo_layout_t *l, size_t count, int ro
     for (int r = 0; r < l->size; r++) {
         coll_args_t args = {.coll = hier_algs[a].coll, .sendbuf = send, .recvbuf = recv,
                             .count = count, .dtype = CHORUS_FLOAT32, .op = CHORUS_SUM,
-                            .root = root, .rank = r, .size = l->size, .chunk_bytes = 1024,
-                            .layout = l};
+                            .root = root, .rank = r, .size = l->size, .chunk_bytes = 1024};
+        coll_env_t env = {.nranks = l->size, .layout = l};
         coll_sched_t s;
 
         coll_sched_init(&s, CHORUS_FLOAT32, CHORUS_SUM, l->size);
-        cr_assert_eq(hier_algs[a].alg->build(&args, &s), CHORUS_OK, "rank %d", r);
+        cr_assert_eq(hier_algs[a].alg->build(&args, &env, &s), CHORUS_OK, "rank %d", r);
         for (size_t i = 0; i < s.nsteps; i++)
             if (s.steps[i].kind == COLL_STEP_SEND &&
                 l->node_of[s.steps[i].peer] != l->node_of[r]) {
@@ -507,13 +505,15 @@ Test(hier_algs, every_local_rank_carries_a_share)
 
 /* ---- arguments ----------------------------------------------------------------------- */
 
-static chorus_status_t build_status(size_t a, const coll_args_t *args, size_t *nsteps_p)
+static chorus_status_t build_status(size_t a, const coll_args_t *args,
+                                    const topo_layout_t *layout, size_t *nsteps_p)
 {
+    coll_env_t env = {.nranks = args->size, .layout = layout};
     coll_sched_t s;
     chorus_status_t st;
 
     coll_sched_init(&s, args->dtype, args->op, args->size);
-    st = hier_algs[a].alg->build(args, &s);
+    st = hier_algs[a].alg->build(args, &env, &s);
     *nsteps_p = s.nsteps;
     coll_sched_finalize(&s);
     return st;
@@ -529,36 +529,37 @@ Test(hier_algs, layout_required)
     for (size_t a = 0; a < NALGS; a++) {
         coll_args_t args = {.coll = hier_algs[a].coll, .sendbuf = send, .recvbuf = recv,
                             .count = 16, .dtype = CHORUS_INT32, .op = CHORUS_SUM, .root = 0,
-                            .rank = 1, .size = 4, .chunk_bytes = 4096, .layout = NULL};
+                            .rank = 1, .size = 4, .chunk_bytes = 4096};
+        const topo_layout_t *layout = NULL;
         const char *name = coll_type_name(hier_algs[a].coll);
 
-        cr_assert_eq(build_status(a, &args, &nsteps), CHORUS_ERR_INVALID_ARG, "%s", name);
+        cr_assert_eq(build_status(a, &args, layout, &nsteps), CHORUS_ERR_INVALID_ARG, "%s", name);
         cr_assert_eq(nsteps, 0, "%s", name);
         args.count = 0;     /* even a call that moves nothing needs the layout */
-        cr_assert_eq(build_status(a, &args, &nsteps), CHORUS_ERR_INVALID_ARG, "%s", name);
+        cr_assert_eq(build_status(a, &args, layout, &nsteps), CHORUS_ERR_INVALID_ARG, "%s", name);
         args.count = 16;
-        args.layout = l6;   /* a layout of another job size */
-        cr_assert_eq(build_status(a, &args, &nsteps), CHORUS_ERR_INVALID_ARG, "%s", name);
+        layout = l6;   /* a layout of another job size */
+        cr_assert_eq(build_status(a, &args, layout, &nsteps), CHORUS_ERR_INVALID_ARG, "%s", name);
         cr_assert_eq(nsteps, 0, "%s", name);
-        args.layout = l4;
-        cr_assert_eq(build_status(a, &args, &nsteps), CHORUS_OK, "%s", name);
+        layout = l4;
+        cr_assert_eq(build_status(a, &args, layout, &nsteps), CHORUS_OK, "%s", name);
         cr_assert_gt(nsteps, 0, "%s", name);
         args.count = 0;
-        cr_assert_eq(build_status(a, &args, &nsteps), CHORUS_OK, "%s count 0", name);
+        cr_assert_eq(build_status(a, &args, layout, &nsteps), CHORUS_OK, "%s count 0", name);
         cr_assert_eq(nsteps, 0, "%s count 0", name);
         args.count = 16;
         args.dtype = CHORUS_DTYPE_COUNT;
-        cr_assert_eq(build_status(a, &args, &nsteps), CHORUS_ERR_INVALID_ARG, "%s", name);
+        cr_assert_eq(build_status(a, &args, layout, &nsteps), CHORUS_ERR_INVALID_ARG, "%s", name);
         args.dtype = CHORUS_INT32;
         args.rank = 4;
-        cr_assert_eq(build_status(a, &args, &nsteps), CHORUS_ERR_INVALID_ARG, "%s", name);
+        cr_assert_eq(build_status(a, &args, layout, &nsteps), CHORUS_ERR_INVALID_ARG, "%s", name);
         args.rank = 1;
         args.recvbuf = NULL;
-        cr_assert_eq(build_status(a, &args, &nsteps), CHORUS_ERR_INVALID_ARG, "%s", name);
+        cr_assert_eq(build_status(a, &args, layout, &nsteps), CHORUS_ERR_INVALID_ARG, "%s", name);
         if (hier_algs[a].coll == COLL_BROADCAST) {
             args.recvbuf = recv;
             args.root = 4;
-            cr_assert_eq(build_status(a, &args, &nsteps), CHORUS_ERR_INVALID_ARG, "%s", name);
+            cr_assert_eq(build_status(a, &args, layout, &nsteps), CHORUS_ERR_INVALID_ARG, "%s", name);
         }
     }
     topo_layout_free(l4);

@@ -10,9 +10,6 @@
 #include "topology/node.h"
 #include "util/config.h"
 
-/* log.c reads its level through config.c, which refers to the library's tables. */
-__attribute__((weak)) const chorus__config_table_t *const chorus__config_tables[] = {NULL};
-
 #define MAX_SIZE 6
 
 /* Reference: group ranks by label in rank order, then read positions off the groups. */

@@ -15,9 +15,6 @@
 #include "tests/unit/sched_sim.h"
 #include "util/config.h"
 
-/* Logging reads its level through the config tables; the library defines the list. */
-__attribute__((weak)) const chorus__config_table_t *const chorus__config_tables[] = {NULL};
-
 #define SMALL_CHUNK 4096
 #define GARBAGE 0xcd
 
@@ -502,7 +499,8 @@ Test(sched, dead_peer_fails_neighbours)
 static size_t hand_send_bytes, hand_recv_bytes;
 static char hand_buf[2][64];
 
-static chorus_status_t hand_build(const coll_args_t *args, coll_sched_t *sched)
+static chorus_status_t hand_build(const coll_args_t *args, const coll_env_t *env,
+                                  coll_sched_t *sched)
 {
     long i = args->rank == 0
                  ? coll_sched_send(sched, 1, 3, hand_buf[0], hand_send_bytes, NULL, 0)
@@ -551,23 +549,33 @@ Test(sched, zero_byte_transfers_never_posted)
 static int stall_posts;
 static chorus_status_t stall_status;
 
-static chorus_status_t stall_send(tl_ctx_t *ctx, int peer, const void *buf, size_t len,
-                                  uint64_t tag, tl_req_t *req)
+static chorus_status_t stall_send(tl_port_t *port, int peer, uint64_t tag, const void *buf,
+                                  size_t len, tl_req_t *req)
 {
-    (void)ctx, (void)peer, (void)buf, (void)len, (void)tag, (void)req;
+    (void)port, (void)peer, (void)buf, (void)len, (void)tag, (void)req;
     stall_posts++;
     return stall_status;
 }
 
-static chorus_status_t stall_recv(tl_ctx_t *ctx, int peer, void *buf, size_t cap,
-                                  uint64_t tag, tl_req_t *req)
+static chorus_status_t stall_recv(tl_port_t *port, int peer, uint64_t tag, void *buf,
+                                  size_t cap, tl_req_t *req)
 {
-    (void)ctx, (void)peer, (void)buf, (void)cap, (void)tag, (void)req;
+    (void)port, (void)peer, (void)buf, (void)cap, (void)tag, (void)req;
     stall_posts++;
     return stall_status;
 }
 
-static const tl_ops_t stall_ops = {.name = "stall", .send_nb = stall_send, .recv_nb = stall_recv};
+static tl_port_t stall_port = {.send_nb = stall_send, .recv_nb = stall_recv};
+
+/* One executor call of s through the stalling port. */
+static int stall_progress(coll_sched_t *s)
+{
+    coll_sched_bind(s, &stall_port, 0);
+    return coll_sched_progress(s);
+}
+
+/* The environment of builders that do not split work by node. */
+static const coll_env_t no_env = {.nranks = 2};
 
 static size_t count_done(const coll_sched_t *s)
 {
@@ -591,7 +599,7 @@ Test(sched, window_is_bounded)
     cr_assert_eq(r, 0);
     for (int i = 0; i < 5000; i++)
         cr_assert_geq(coll_sched_copy(&s, b, a, 0, NULL, 0), 1);
-    cr_assert_eq(coll_sched_progress(&s, &stall_ops, NULL, 0), 0);
+    cr_assert_eq(stall_progress(&s), 0);
     size_t done = count_done(&s);
     cr_assert(done > 0 && done < 1000, "%zu steps ran past a stalled receive", done);
     cr_assert_eq(stall_posts, 1);
@@ -600,7 +608,7 @@ Test(sched, window_is_bounded)
     s.steps[r].req.length = 8;
     s.steps[r].req.status = CHORUS_OK;
     s.steps[r].req.done = 1;
-    cr_assert_eq(coll_sched_progress(&s, &stall_ops, NULL, 0), 1);
+    cr_assert_eq(stall_progress(&s), 1);
     cr_assert_eq(count_done(&s), s.nsteps);
     coll_sched_finalize(&s);
 
@@ -611,7 +619,7 @@ Test(sched, window_is_bounded)
         prev = coll_sched_reduce(&s, &v[0], &v[0], &v[1], sizeof(int32_t), &prev, 1);
         cr_assert_geq(prev, 0);
     }
-    cr_assert_eq(coll_sched_progress(&s, &stall_ops, NULL, 0), 1);
+    cr_assert_eq(stall_progress(&s), 1);
     cr_assert_eq(v[0], 3000);
     coll_sched_finalize(&s);
 }
@@ -624,10 +632,10 @@ Test(sched, post_failure_fails_schedule)
     coll_sched_init(&s, CHORUS_UINT8, CHORUS_SUM, 4);
     stall_status = CHORUS_ERR_PEER_FAILED;
     cr_assert_eq(coll_sched_send(&s, 3, 0, a, 8, NULL, 0), 0);
-    cr_assert_eq(coll_sched_progress(&s, &stall_ops, NULL, 0), CHORUS_ERR_PEER_FAILED);
+    cr_assert_eq(stall_progress(&s), CHORUS_ERR_PEER_FAILED);
     cr_assert_eq(s.failed_peer, 3);
     cr_assert_eq(s.status, CHORUS_ERR_PEER_FAILED);
-    cr_assert_eq(coll_sched_progress(&s, &stall_ops, NULL, 0), CHORUS_ERR_PEER_FAILED);
+    cr_assert_eq(stall_progress(&s), CHORUS_ERR_PEER_FAILED);
     stall_status = CHORUS_OK;
     coll_sched_finalize(&s);
 }
@@ -665,14 +673,14 @@ Test(sched, local_steps)
     c = coll_sched_copy(&s, z, x, sizeof(z), NULL, 0);
     r = coll_sched_reduce(&s, z, z, y, sizeof(z), &c, 1);
     cr_assert_geq(coll_sched_finalize_op(&s, z, sizeof(z), &r, 1), 0);
-    cr_assert_eq(coll_sched_progress(&s, &stall_ops, NULL, 0), 1);
+    cr_assert_eq(stall_progress(&s), 1);
     for (int i = 0; i < 4; i++)
         cr_assert_float_eq(z[i], (x[i] + y[i]) / 2, 0, "element %d", i);
     coll_sched_finalize(&s);
 
     /* An empty schedule is complete at once. */
     coll_sched_init(&s, CHORUS_FLOAT32, CHORUS_SUM, 2);
-    cr_assert_eq(coll_sched_progress(&s, &stall_ops, NULL, 0), 1);
+    cr_assert_eq(stall_progress(&s), 1);
     coll_sched_finalize(&s);
 }
 
@@ -683,19 +691,19 @@ Test(sched, invalid_arguments)
     coll_args_t args = {.coll = COLL_ALLREDUCE, .sendbuf = a, .recvbuf = b, .count = 4,
                         .dtype = CHORUS_DTYPE_COUNT, .op = CHORUS_SUM, .rank = 0, .size = 2};
     coll_sched_init(&s, args.dtype, args.op, 2);
-    cr_assert_eq(coll_ring_allreduce.build(&args, &s), CHORUS_ERR_INVALID_ARG);
+    cr_assert_eq(coll_ring_allreduce.build(&args, &no_env, &s), CHORUS_ERR_INVALID_ARG);
     args.dtype = CHORUS_INT32;
     args.op = CHORUS_OP_COUNT;
-    cr_assert_eq(coll_ring_allreduce.build(&args, &s), CHORUS_ERR_INVALID_ARG);
-    cr_assert_eq(coll_ring_reduce_scatter.build(&args, &s), CHORUS_ERR_INVALID_ARG);
+    cr_assert_eq(coll_ring_allreduce.build(&args, &no_env, &s), CHORUS_ERR_INVALID_ARG);
+    cr_assert_eq(coll_ring_reduce_scatter.build(&args, &no_env, &s), CHORUS_ERR_INVALID_ARG);
     args.op = CHORUS_SUM;
     args.rank = 2;
-    cr_assert_eq(coll_ring_allgather.build(&args, &s), CHORUS_ERR_INVALID_ARG);
-    cr_assert_eq(coll_pairwise_alltoall.build(&args, &s), CHORUS_ERR_INVALID_ARG);
-    cr_assert_eq(coll_dissemination_barrier.build(&args, &s), CHORUS_ERR_INVALID_ARG);
+    cr_assert_eq(coll_ring_allgather.build(&args, &no_env, &s), CHORUS_ERR_INVALID_ARG);
+    cr_assert_eq(coll_pairwise_alltoall.build(&args, &no_env, &s), CHORUS_ERR_INVALID_ARG);
+    cr_assert_eq(coll_dissemination_barrier.build(&args, &no_env, &s), CHORUS_ERR_INVALID_ARG);
     args.rank = 0;
     args.count = SIZE_MAX / 2;
-    cr_assert_eq(coll_ring_allgather.build(&args, &s), CHORUS_ERR_INVALID_ARG);
+    cr_assert_eq(coll_ring_allgather.build(&args, &no_env, &s), CHORUS_ERR_INVALID_ARG);
     cr_assert_eq(s.nsteps, 0);
     coll_sched_finalize(&s);
 }

@@ -9,9 +9,6 @@
 #include "tuning/cost_model.h"
 #include "tuning/select.h"
 
-/* config.c refers to the library's list of tables; weak, as the library may link it. */
-__attribute__((weak)) const chorus__config_table_t *const chorus__config_tables[] = {NULL};
-
 static const double A = TUNE_DEFAULT_ALPHA, B = TUNE_DEFAULT_BETA, G = TUNE_DEFAULT_GAMMA;
 
 static tune_model_t default_model(void)

@@ -1,19 +1,41 @@
-/* The table of transports built into chorus, looked up by name. */
+/* The transports built into chorus: one list of point-to-point transports, one of collective ones. */
 #include "transports/base/transport.h"
+#include "transports/base/team.h"
 
 #include <string.h>
 
-static const tl_ops_t *const tl_all[] = {
+extern const tl_ops_t tl_tcp_ops;
+extern const tl_coll_ops_t tl_shm_coll_ops;
+
+const tl_ops_t *const tl_p2p_all[] = {
     &tl_tcp_ops,
+    NULL,
+};
+
+const tl_coll_ops_t *const tl_coll_all[] = {
+    &tl_shm_coll_ops,
+    NULL,
 };
 
 const tl_ops_t *tl_find(const char *name)
 {
-    if (name == NULL)
-        return NULL;
-    for (size_t i = 0; i < sizeof(tl_all) / sizeof(tl_all[0]); i++) {
-        if (strcmp(tl_all[i]->name, name) == 0)
-            return tl_all[i];
+    for (size_t i = 0; name != NULL && tl_p2p_all[i] != NULL; i++) {
+        if (strcmp(tl_p2p_all[i]->name, name) == 0)
+            return tl_p2p_all[i];
     }
     return NULL;
+}
+
+int tl_coll_variant_runs(const tl_coll_ops_t *ops, int v, coll_type_t coll, uint32_t flags,
+                         int vform)
+{
+    const tl_coll_variant_t *var;
+
+    if (ops == NULL || v < 0 || v >= ops->nvariants || (unsigned)coll >= COLL_TYPE_COUNT)
+        return 0;
+    var = &ops->variants[v];
+    if (!(var->colls & (1u << coll)) || (flags & (TL_TEAM_OK | var->needs)) !=
+                                             (TL_TEAM_OK | var->needs))
+        return 0;
+    return !vform || var->vforms;
 }

@@ -1,18 +1,38 @@
 /*
- * The transport interface. A transport is one const struct of operations
- * (designated initializers) that moves tagged messages between ranks.
- * Algorithms never see a concrete transport; the core creates a context per
- * communicator and drives it from its progress thread.
+ * Point-to-point transports. A transport is one const struct of operations
+ * (designated initializers) that moves tagged messages between the ranks of
+ * a context. The core creates one context of each transport per process
+ * context and reaches every peer over the best transport that reaches it (a
+ * lane per peer); algorithms see neither, only a port (below).
  *
- * Threading: every operation except ctx_create is called from the
- * communicator's progress thread only.
+ * Messages match on (peer, space, tag), in order of arrival among equal
+ * keys. The space separates communicators that share the connections; the
+ * tag separates calls and steps within one. Messages whose tag has
+ * TL_TAG_CTRL set are never matched: the transport hands each one, whole,
+ * to the context's control handler as it arrives (at most TL_CTRL_MAX
+ * bytes); the core's control channel owns them.
+ *
+ * Connections open on first use: set_peers only records where every peer
+ * listens. A transport must bound what a peer can make it buffer: a peer
+ * that sends far ahead of the matching receives is held back (credits,
+ * rendezvous), never absorbed without limit.
+ *
+ * Threading: every operation except ctx_create is called from the context's
+ * progress thread only.
  */
 #ifndef CHORUS_TRANSPORT_H
 #define CHORUS_TRANSPORT_H
 
 #include <stddef.h>
 #include <stdint.h>
+
 #include "chorus.h"
+#include "util/config.h"
+
+/* Tags with this bit are control messages: delivered to the control handler, never matched. */
+#define TL_TAG_CTRL (1ULL << 63)
+/* Largest control message. */
+#define TL_CTRL_MAX 1024
 
 /* What a transport can do. */
 typedef struct {
@@ -25,10 +45,10 @@ typedef struct {
 } tl_caps_t;
 
 /*
- * A send or receive in flight. The caller owns the memory and keeps it
- * valid until done is set; the transport sets status (and, for a receive,
- * the received length) and then done. Fields after "done" are the
- * transport's own.
+ * A send or receive in flight, the same for every transport. The caller
+ * owns the memory and keeps it valid until done is set; the transport sets
+ * status (and, for a receive, the received length) and then done. Fields
+ * after "length" are the transport's own.
  */
 typedef struct tl_req {
     volatile int done;
@@ -37,20 +57,30 @@ typedef struct tl_req {
     /* transport-private */
     struct tl_req *next;
     int peer;
+    uint32_t space;
     uint64_t tag;
     void *buf;
     size_t capacity;
     size_t offset;
+    uint64_t id;                /* a transport's handle of the message (rendezvous) */
 } tl_req_t;
 
-/* Parameters of a context: one per communicator. */
+/* A control message arrived whole: from peer, in space, with tag (TL_TAG_CTRL set). */
+typedef void (*tl_ctrl_handler_t)(void *arg, int peer, uint32_t space, uint64_t tag,
+                                  const void *data, size_t len);
+
+/* Parameters of a context: one per process context. */
 typedef struct {
     int rank;
     int size;
     const char *bind_host;      /* numeric address to listen on ("127.0.0.1") */
     const uint8_t *auth_key;    /* per-job key that connections prove they hold */
     size_t auth_key_len;
-    double timeout_s;           /* bound of connection setup */
+    double timeout_s;           /* bound of a connection's setup */
+    tl_ctrl_handler_t ctrl;     /* where control messages go (NULL: dropped) */
+    void *ctrl_arg;
+    /* [size] node of every rank (ranks with equal values share a node); NULL: unknown */
+    const int *node_of;
 } tl_ctx_params_t;
 
 typedef struct tl_ctx tl_ctx_t;
@@ -58,6 +88,8 @@ typedef struct tl_ctx tl_ctx_t;
 typedef struct {
     const char *name;
     void (*query)(tl_caps_t *caps_p);
+    /* This transport's variables (NULL: none). */
+    const chorus__config_table_t *config;
 
     /* Create a context and start listening; the address comes from get_address. */
     chorus_status_t (*ctx_create)(const tl_ctx_params_t *params, tl_ctx_t **ctx_p);
@@ -67,20 +99,24 @@ typedef struct {
     /* This rank's address blob (at most TL_ADDR_MAX bytes), to be exchanged via the bootstrap. */
     chorus_status_t (*get_address)(tl_ctx_t *ctx, void *addr, size_t *len_p);
     /*
-     * Connect to every peer, given every rank's address blob (addrs + r * TL_ADDR_MAX),
-     * authenticating each connection with the auth key. Collective; bounded by timeout_s.
+     * Every rank's address blob (addrs + r * TL_ADDR_MAX), from the bootstrap.
+     * Connections open on first use and authenticate with the auth key.
+     * CHORUS_ERR_INVALID_ARG when a blob is malformed.
      */
-    chorus_status_t (*connect_all)(tl_ctx_t *ctx, const void *addrs);
+    chorus_status_t (*set_peers)(tl_ctx_t *ctx, const void *addrs);
+    /* 1 when this transport reaches peer (after set_peers). */
+    int (*reaches)(tl_ctx_t *ctx, int peer);
 
-    /* Post a send or a receive of exactly-tagged data to/from peer. */
-    chorus_status_t (*send_nb)(tl_ctx_t *ctx, int peer, const void *buf, size_t len,
-                               uint64_t tag, tl_req_t *req);
-    chorus_status_t (*recv_nb)(tl_ctx_t *ctx, int peer, void *buf, size_t capacity,
-                               uint64_t tag, tl_req_t *req);
+    /* Post a send or a receive of exactly-tagged data to/from peer in space. */
+    chorus_status_t (*send_nb)(tl_ctx_t *ctx, int peer, uint32_t space, uint64_t tag,
+                               const void *buf, size_t len, tl_req_t *req);
+    chorus_status_t (*recv_nb)(tl_ctx_t *ctx, int peer, uint32_t space, uint64_t tag,
+                               void *buf, size_t capacity, tl_req_t *req);
 
     /*
-     * Make progress without blocking. Returns the number of requests completed,
-     * or a negative status for a fault of the whole context.
+     * Make progress without blocking. Returns the number of requests completed
+     * and control messages delivered, or a negative status for a fault of the
+     * whole context.
      */
     int (*progress)(tl_ctx_t *ctx);
     /* A file descriptor that becomes readable when progress has work (epoll-able). */
@@ -88,13 +124,32 @@ typedef struct {
 
     /* Fail every pending request with status and close all connections. */
     void (*fail_all)(tl_ctx_t *ctx, chorus_status_t status);
+    /* Connections open now (for tests and chorus-info); may be NULL. */
+    int (*connections)(tl_ctx_t *ctx);
 } tl_ops_t;
 
 #define TL_ADDR_MAX 128
 
-extern const tl_ops_t tl_tcp_ops;
-
+/*
+ * Every point-to-point transport built in, in order of preference: a peer
+ * is reached over the first one that reaches it. NULL-terminated.
+ */
+extern const tl_ops_t *const tl_p2p_all[];
 /* The transport named name ("tcp"), or NULL. */
 const tl_ops_t *tl_find(const char *name);
+
+/*
+ * A port: what an algorithm sends and receives through, in the ranks of its
+ * communicator. The core implements it over the lanes of the communicator's
+ * context, with the communicator's space; the schedule simulator over
+ * memory.
+ */
+typedef struct tl_port tl_port_t;
+struct tl_port {
+    chorus_status_t (*send_nb)(tl_port_t *port, int peer, uint64_t tag, const void *buf,
+                               size_t len, tl_req_t *req);
+    chorus_status_t (*recv_nb)(tl_port_t *port, int peer, uint64_t tag, void *buf,
+                               size_t capacity, tl_req_t *req);
+};
 
 #endif

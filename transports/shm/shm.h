@@ -20,7 +20,8 @@
 #include <stdint.h>
 
 #include "chorus.h"
-#include "coll/coll.h"
+#include "transports/base/coll_args.h"
+#include "transports/base/team.h"
 #include "util/config.h"
 
 #define SHM_TOKEN_BYTES 16
@@ -41,6 +42,19 @@ typedef struct {
 } shm_config_t;
 
 extern const chorus__config_table_t shm_config_table;
+
+/* How a call moves its data (the variants of tl_shm_coll_ops). */
+typedef enum {
+    SHM_FLAT = 0,           /* staging; every rank reads every slot */
+    SHM_SLICE,              /* staging; each rank reduces one slice for all */
+    SHM_CMA                 /* single copy between the ranks' buffers */
+} shm_kind_t;
+
+/* Team flag: single copy (cross-memory attach) works between every pair of members. */
+#define SHM_TEAM_CMA (1u << 1)
+
+/* The collective transport (shm_team.c). */
+extern const tl_coll_ops_t tl_shm_coll_ops;
 
 typedef struct shm_region shm_region_t;
 typedef struct shm_node shm_node_t;
@@ -72,7 +86,7 @@ void shm_node_fail(shm_node_t *node, chorus_status_t status);
 typedef struct {
     shm_node_t *node;
     coll_args_t args;
-    coll_shm_kind_t kind;
+    shm_kind_t kind;
     uint64_t ticket;            /* call order on the node */
     int phase;
     uint32_t fp;                /* fingerprint of the call, checked against every peer's */
@@ -85,8 +99,8 @@ typedef struct {
 } shm_op_t;
 
 void shm_op_init(shm_op_t *op, shm_node_t *node, const coll_args_t *args,
-                 coll_shm_kind_t kind);
-/* A call that must not run (its debug check failed on every rank): it only takes its turn. */
+                 shm_kind_t kind);
+/* A call that will not run (its debug check failed on every rank): its turn is given up. */
 void shm_op_skip(shm_op_t *op);
 /* 1: complete; 0: waiting for peers; < 0: failed (the node is unusable afterwards). */
 int shm_op_progress(shm_op_t *op);

@@ -9,6 +9,7 @@
  * rank each, so every rank ends with the same bits.
  */
 #include <sched.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "reduce/reduce.h"
@@ -27,7 +28,7 @@ static size_t round_elems(const shm_op_t *op)
     return per;
 }
 
-static uint32_t fingerprint(const coll_args_t *a, coll_shm_kind_t kind)
+static uint32_t fingerprint(const coll_args_t *a, shm_kind_t kind)
 {
     uint64_t f[] = {(uint64_t)a->coll, a->count, (uint64_t)a->dtype,
                     (uint64_t)(a->coll == COLL_ALLGATHER || a->coll == COLL_BROADCAST ||
@@ -41,7 +42,7 @@ static uint32_t fingerprint(const coll_args_t *a, coll_shm_kind_t kind)
     return (h ^ (h >> 16)) & 0xffff;
 }
 
-void shm_op_init(shm_op_t *op, shm_node_t *node, const coll_args_t *args, coll_shm_kind_t kind)
+void shm_op_init(shm_op_t *op, shm_node_t *node, const coll_args_t *args, shm_kind_t kind)
 {
     size_t per = 0;
 
@@ -49,8 +50,8 @@ void shm_op_init(shm_op_t *op, shm_node_t *node, const coll_args_t *args, coll_s
     op->node = node;
     op->args = *args;
     /* Only reductions to every rank or to a root have a slice variant. */
-    if (kind == COLL_SHM_SLICE && args->coll != COLL_ALLREDUCE && args->coll != COLL_REDUCE)
-        kind = COLL_SHM_FLAT;
+    if (kind == SHM_SLICE && args->coll != COLL_ALLREDUCE && args->coll != COLL_REDUCE)
+        kind = SHM_FLAT;
     op->kind = kind;
     op->esize = chorus_dtype_size(args->dtype);
     op->bytes = args->count * op->esize;
@@ -69,7 +70,36 @@ void shm_op_init(shm_op_t *op, shm_node_t *node, const coll_args_t *args, coll_s
 
 void shm_op_skip(shm_op_t *op)
 {
-    op->nrounds = 0;
+    shm_node_t *node = op->node;
+    uint64_t *grown;
+
+    if (node->nskipped == node->skipped_cap) {
+        size_t cap = node->skipped_cap ? 2 * node->skipped_cap : 8;
+        grown = realloc(node->skipped, cap * sizeof(*grown));
+        if (grown == NULL) {
+            /* The turn cannot be remembered: later calls must not wait for it forever. */
+            chorus_error("local rank %d: no memory to skip a node-local call", node->me);
+            node->broken = 1;
+            return;
+        }
+        node->skipped = grown;
+        node->skipped_cap = cap;
+    }
+    node->skipped[node->nskipped++] = op->ticket;
+}
+
+/* Turns given up before they came are served as they come. */
+static void serve_skipped(shm_node_t *node)
+{
+    for (size_t i = 0; i < node->nskipped;) {
+        if (node->skipped[i] != node->serving) {
+            i++;
+            continue;
+        }
+        node->skipped[i] = node->skipped[--node->nskipped];
+        node->serving++;
+        i = 0;
+    }
 }
 
 /* [*lo, *hi): this round's elements of every rank's part. */
@@ -169,7 +199,7 @@ static void take_out(shm_op_t *op, size_t lo, size_t hi)
     case COLL_REDUCE:
         if (a->coll == COLL_REDUCE && !is_root(op))
             break;
-        if (op->kind == COLL_SHM_SLICE)
+        if (op->kind == SHM_SLICE)
             gather_slices(op, recv + lo * es, m, streaming);
         else
             reduce_all(op, recv + lo * es, 0, m);
@@ -207,6 +237,7 @@ static int op_wait(shm_op_t *op, uint64_t step)
 static int op_finish(shm_op_t *op)
 {
     op->node->serving++;
+    serve_skipped(op->node);
     op->phase = PH_DONE;
     return 1;
 }
@@ -230,6 +261,7 @@ static int op_start(shm_op_t *op)
                      "communicator cannot run more", node->me);
         return CHORUS_ERR_PEER_FAILED;
     }
+    serve_skipped(node);
     if (op->ticket != node->serving) {
         op->wait_peer = -1;
         return 0;
@@ -237,7 +269,7 @@ static int op_start(shm_op_t *op)
     op->base = node->step;
     if (op->nrounds == 0)
         return op_finish(op);
-    op->phase = op->kind == COLL_SHM_CMA && op->args.coll != COLL_BARRIER ? PH_CMA : PH_SLOT;
+    op->phase = op->kind == SHM_CMA && op->args.coll != COLL_BARRIER ? PH_CMA : PH_SLOT;
     return 2;
 }
 
@@ -278,7 +310,7 @@ int shm_op_progress(shm_op_t *op)
                 return op_finish(op);
             }
             round_range(op, &lo, &hi);
-            if (op->kind == COLL_SHM_SLICE) {
+            if (op->kind == SHM_SLICE) {
                 reduce_slice(op, hi - lo);
                 shm_post(node, op->fp);
                 op->phase = PH_MID;

@@ -67,6 +67,9 @@ struct shm_node {
     int slot;                   /* slot of the next round */
     uint64_t next_ticket;
     uint64_t serving;
+    uint64_t *skipped;          /* turns given up before they came (shm_op_skip) */
+    size_t nskipped;
+    size_t skipped_cap;
     int broken;                 /* a call failed part way: the counters are out of step */
     int dead_peer;              /* a local rank whose process is gone, or -1 */
     size_t spin;

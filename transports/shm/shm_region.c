@@ -208,5 +208,6 @@ void shm_node_destroy(shm_node_t *node)
     free(node->pids);
     free(node->acc);
     free(node->tmp);
+    free(node->skipped);
     free(node);
 }

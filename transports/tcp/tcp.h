@@ -17,7 +17,7 @@
 /* Wire format, little-endian on the wire whatever the host's byte order. */
 #define TL_TCP_MAGIC         0x53524843u /* "CHRS" */
 #define TL_TCP_HELLO_MAGIC   0x4f4c4548u /* "HELO" */
-#define TL_TCP_VERSION       1u
+#define TL_TCP_VERSION       2u
 #define TL_TCP_MAX_MSG       (UINT64_C(1) << 40)
 #define TL_TCP_NONCE_BYTES   32
 #define TL_TCP_MAC_BYTES     32
@@ -25,7 +25,7 @@
 /* Message header as it travels (24 bytes, no padding). */
 typedef struct {
     uint32_t magic;
-    uint32_t flags;             /* none defined yet: must be 0 */
+    uint32_t space;             /* the communicator's space (tl_ops_t) */
     uint64_t tag;
     uint64_t length;
 } tl_tcp_hdr_t;
@@ -43,6 +43,7 @@ typedef struct {
 typedef struct tl_tcp_ue {
     struct tl_tcp_ue *next;
     size_t capacity;            /* bytes of data allocated (>= length) */
+    uint32_t space;
     uint64_t tag;
     uint64_t length;
     int complete;               /* all payload bytes are in data */
@@ -80,6 +81,7 @@ typedef struct {
     uint64_t rx_len;            /* payload length of the message being read */
     uint64_t rx_got;
     tl_req_t *rx_req;           /* matched receive the payload lands in, or NULL */
+    int rx_ctrl;                /* rx_ue is a control message: delivered, never matched */
     tl_tcp_ue_t *rx_ue;         /* unexpected buffer the payload lands in, or NULL */
 } tl_tcp_peer_t;
 
@@ -95,6 +97,8 @@ struct tl_ctx {
     uint8_t *auth_key;
     size_t auth_key_len;
     chorus_status_t fatal;      /* set by fail_all: every later post fails with it */
+    tl_ctrl_handler_t ctrl;     /* where control messages go */
+    void *ctrl_arg;
     int deferred;               /* completions made outside progress, reported by it */
     tl_tcp_peer_t *peers;       /* size entries; peers[rank] is this rank (loopback) */
     unsigned char *scratch;     /* sink for the payload of truncated messages */
@@ -108,10 +112,12 @@ struct tl_ctx {
     int ue_cached;
 };
 
+extern const tl_ops_t tl_tcp_ops;
+
 /* Decode a received header and check it: CHORUS_ERR_PROTOCOL if malformed. */
-chorus_status_t tl_tcp_header_check(const tl_tcp_hdr_t *wire, uint64_t *tag_p,
-                                    uint64_t *length_p);
-void tl_tcp_header_encode(tl_tcp_hdr_t *wire, uint64_t tag, uint64_t length);
+chorus_status_t tl_tcp_header_check(const tl_tcp_hdr_t *wire, uint32_t *space_p,
+                                    uint64_t *tag_p, uint64_t *length_p);
+void tl_tcp_header_encode(tl_tcp_hdr_t *wire, uint32_t space, uint64_t tag, uint64_t length);
 
 /* tcp_conn.c: data path */
 void tl_tcp_peer_init(tl_tcp_peer_t *peer, int rank);
@@ -123,10 +129,10 @@ void tl_tcp_ue_cache_clear(tl_ctx_t *ctx);
 int tl_tcp_peer_read(tl_ctx_t *ctx, tl_tcp_peer_t *peer);
 int tl_tcp_peer_write(tl_ctx_t *ctx, tl_tcp_peer_t *peer);
 void tl_tcp_req_complete(tl_req_t *req, chorus_status_t status, size_t length);
-chorus_status_t tl_tcp_send_nb(tl_ctx_t *ctx, int peer, const void *buf, size_t len,
-                               uint64_t tag, tl_req_t *req);
-chorus_status_t tl_tcp_recv_nb(tl_ctx_t *ctx, int peer, void *buf, size_t capacity,
-                               uint64_t tag, tl_req_t *req);
+chorus_status_t tl_tcp_send_nb(tl_ctx_t *ctx, int peer, uint32_t space, uint64_t tag,
+                               const void *buf, size_t len, tl_req_t *req);
+chorus_status_t tl_tcp_recv_nb(tl_ctx_t *ctx, int peer, uint32_t space, uint64_t tag,
+                               void *buf, size_t capacity, tl_req_t *req);
 
 /* tcp_connect.c: authenticated full-mesh setup */
 chorus_status_t tl_tcp_connect_all(tl_ctx_t *ctx, const void *addrs);

@@ -24,24 +24,26 @@
 /* Reads per peer and progress call, so that one busy peer cannot starve the others. */
 #define TL_TCP_READ_ROUNDS 32
 
-void tl_tcp_header_encode(tl_tcp_hdr_t *wire, uint64_t tag, uint64_t length)
+void tl_tcp_header_encode(tl_tcp_hdr_t *wire, uint32_t space, uint64_t tag, uint64_t length)
 {
     wire->magic = htole32(TL_TCP_MAGIC);
-    wire->flags = 0;
+    wire->space = htole32(space);
     wire->tag = htole64(tag);
     wire->length = htole64(length);
 }
 
-chorus_status_t tl_tcp_header_check(const tl_tcp_hdr_t *wire, uint64_t *tag_p,
-                                    uint64_t *length_p)
+chorus_status_t tl_tcp_header_check(const tl_tcp_hdr_t *wire, uint32_t *space_p,
+                                    uint64_t *tag_p, uint64_t *length_p)
 {
     uint64_t length = le64toh(wire->length);
+    uint64_t tag = le64toh(wire->tag);
 
     /* The length bound comes before any allocation sized by it. */
-    if (le32toh(wire->magic) != TL_TCP_MAGIC || le32toh(wire->flags) != 0 ||
-        length > TL_TCP_MAX_MSG)
+    if (le32toh(wire->magic) != TL_TCP_MAGIC || length > TL_TCP_MAX_MSG ||
+        ((tag & TL_TAG_CTRL) && length > TL_CTRL_MAX))
         return CHORUS_ERR_PROTOCOL;
-    *tag_p = le64toh(wire->tag);
+    *space_p = le32toh(wire->space);
+    *tag_p = tag;
     *length_p = length;
     return CHORUS_OK;
 }
@@ -78,13 +80,13 @@ static tl_req_t *reqq_pop(tl_tcp_reqq_t *q)
     return req;
 }
 
-/* Unlink the oldest request with this tag: same-tag messages match in order. */
-static tl_req_t *reqq_take_tag(tl_tcp_reqq_t *q, uint64_t tag)
+/* Unlink the oldest request with this space and tag: same-tag messages match in order. */
+static tl_req_t *reqq_take_tag(tl_tcp_reqq_t *q, uint32_t space, uint64_t tag)
 {
     tl_req_t *prev = NULL;
 
     for (tl_req_t *req = q->head; req != NULL; prev = req, req = req->next) {
-        if (req->tag != tag)
+        if (req->tag != tag || req->space != space)
             continue;
         if (prev != NULL)
             prev->next = req->next;
@@ -120,13 +122,13 @@ static void ue_push(tl_tcp_peer_t *peer, tl_tcp_ue_t *ue)
     peer->ue_tail = ue;
 }
 
-/* Unlink and return the oldest unexpected message with this tag, or NULL. */
-static tl_tcp_ue_t *ue_take_tag(tl_tcp_peer_t *peer, uint64_t tag, int any)
+/* Unlink and return the oldest unexpected message with this space and tag, or NULL. */
+static tl_tcp_ue_t *ue_take_tag(tl_tcp_peer_t *peer, uint32_t space, uint64_t tag, int any)
 {
     tl_tcp_ue_t *prev = NULL;
 
     for (tl_tcp_ue_t *ue = peer->ue_head; ue != NULL; prev = ue, ue = ue->next) {
-        if (!any && ue->tag != tag)
+        if (!any && (ue->tag != tag || ue->space != space))
             continue;
         if (prev != NULL)
             prev->next = ue->next;
@@ -143,7 +145,7 @@ static tl_tcp_ue_t *ue_take_tag(tl_tcp_peer_t *peer, uint64_t tag, int any)
 /* A cached buffer serves a message at most this many times smaller than it. */
 #define UE_CACHE_MAX_WASTE 4
 
-static tl_tcp_ue_t *ue_alloc(tl_ctx_t *ctx, uint64_t tag, uint64_t length)
+static tl_tcp_ue_t *ue_alloc(tl_ctx_t *ctx, uint32_t space, uint64_t tag, uint64_t length)
 {
     tl_tcp_ue_t *ue = NULL;
     int best = -1;
@@ -164,6 +166,7 @@ static tl_tcp_ue_t *ue_alloc(tl_ctx_t *ctx, uint64_t tag, uint64_t length)
     }
     if (ue != NULL) {
         ue->next = NULL;
+        ue->space = space;
         ue->tag = tag;
         ue->length = length;
         ue->complete = (length == 0);
@@ -192,7 +195,7 @@ void tl_tcp_peer_free_unexpected(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
 {
     tl_tcp_ue_t *ue;
 
-    while ((ue = ue_take_tag(peer, 0, 1)) != NULL)
+    while ((ue = ue_take_tag(peer, 0, 0, 1)) != NULL)
         ue_release(ctx, ue);
     peer->rx_ue = NULL;
 }
@@ -328,8 +331,8 @@ int tl_tcp_peer_write(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
         tl_tcp_req_complete(req, CHORUS_OK, req->capacity);
         n++;
         if (peer->sendq.head != NULL)
-            tl_tcp_header_encode(&peer->tx_hdr, peer->sendq.head->tag,
-                                 peer->sendq.head->capacity);
+            tl_tcp_header_encode(&peer->tx_hdr, peer->sendq.head->space,
+                                 peer->sendq.head->tag, peer->sendq.head->capacity);
     }
     return n + peer_update_events(ctx, peer);
 }
@@ -362,16 +365,31 @@ static int rx_match(tl_ctx_t *ctx, tl_tcp_peer_t *peer, tl_req_t *req, uint64_t 
     return 0;
 }
 
-static int rx_unexpected(tl_ctx_t *ctx, tl_tcp_peer_t *peer, uint64_t tag, uint64_t length)
+/* A control message is whole: it goes to the context's handler, never to a receive. */
+static int ctrl_deliver(tl_ctx_t *ctx, int peer, tl_tcp_ue_t *ue)
 {
-    tl_tcp_ue_t *ue = ue_alloc(ctx, tag, length);
+    if (ctx->ctrl != NULL)
+        ctx->ctrl(ctx->ctrl_arg, peer, ue->space, ue->tag, ue->data, (size_t)ue->length);
+    ue_release(ctx, ue);
+    return 1;
+}
+
+static int rx_unexpected(tl_ctx_t *ctx, tl_tcp_peer_t *peer, uint32_t space, uint64_t tag,
+                         uint64_t length)
+{
+    tl_tcp_ue_t *ue = ue_alloc(ctx, space, tag, length);
+    int ctrl = (tag & TL_TAG_CTRL) != 0;
 
     if (ue == NULL) {
         chorus_error("rank %d: no memory for a %llu-byte unexpected message from peer %d",
                      ctx->rank, (unsigned long long)length, peer->rank);
         return tl_tcp_peer_fail(ctx, peer, CHORUS_ERR_NO_MEMORY);
     }
-    ue_push(peer, ue);
+    if (ctrl && length == 0)
+        return ctrl_deliver(ctx, peer->rank, ue);
+    if (!ctrl)
+        ue_push(peer, ue);
+    peer->rx_ctrl = ctrl;
     if (length > 0) {
         peer->rx_ue = ue;
         peer->rx_state = TL_TCP_RX_PAYLOAD;
@@ -382,25 +400,26 @@ static int rx_unexpected(tl_ctx_t *ctx, tl_tcp_peer_t *peer, uint64_t tag, uint6
 static int rx_header(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
 {
     uint64_t tag, length;
+    uint32_t space;
     tl_req_t *req;
 
     peer->rx_hdr_got = 0;
-    if (tl_tcp_header_check(&peer->rx_hdr, &tag, &length) != CHORUS_OK) {
-        chorus_error("rank %d: malformed header from peer %d (magic 0x%08x, flags 0x%x, "
+    if (tl_tcp_header_check(&peer->rx_hdr, &space, &tag, &length) != CHORUS_OK) {
+        chorus_error("rank %d: malformed header from peer %d (magic 0x%08x, tag 0x%llx, "
                      "length %llu); closing the connection", ctx->rank, peer->rank,
-                     le32toh(peer->rx_hdr.magic), le32toh(peer->rx_hdr.flags),
+                     le32toh(peer->rx_hdr.magic), (unsigned long long)le64toh(peer->rx_hdr.tag),
                      (unsigned long long)le64toh(peer->rx_hdr.length));
         return tl_tcp_peer_fail(ctx, peer, CHORUS_ERR_PROTOCOL);
     }
     peer->rx_len = length;
     peer->rx_got = 0;
-    req = reqq_take_tag(&peer->postq, tag);
+    req = (tag & TL_TAG_CTRL) ? NULL : reqq_take_tag(&peer->postq, space, tag);
     if (req != NULL)
         return rx_match(ctx, peer, req, tag, length);
-    return rx_unexpected(ctx, peer, tag, length);
+    return rx_unexpected(ctx, peer, space, tag, length);
 }
 
-static int rx_payload_done(tl_tcp_peer_t *peer)
+static int rx_payload_done(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
 {
     int n = 0;
 
@@ -408,6 +427,9 @@ static int rx_payload_done(tl_tcp_peer_t *peer)
         tl_tcp_req_complete(peer->rx_req, CHORUS_OK, (size_t)peer->rx_len);
         peer->rx_req = NULL;
         n = 1;
+    } else if (peer->rx_ue != NULL && peer->rx_ctrl) {
+        n = ctrl_deliver(ctx, peer->rank, peer->rx_ue);
+        peer->rx_ue = NULL;
     } else if (peer->rx_ue != NULL) {
         peer->rx_ue->complete = 1;
         peer->rx_ue = NULL;
@@ -458,7 +480,7 @@ static int rx_consume(tl_ctx_t *ctx, tl_tcp_peer_t *peer, size_t got)
     peer->rx_got += body;
     if (peer->rx_got < peer->rx_len)
         return 0;
-    n += rx_payload_done(peer);
+    n += rx_payload_done(ctx, peer);
     peer->rx_hdr_got = got - body;
     if (peer->rx_hdr_got == sizeof(tl_tcp_hdr_t))
         n += rx_header(ctx, peer);
@@ -509,20 +531,22 @@ static chorus_status_t post_check(tl_ctx_t *ctx, int peer, const void *buf, size
         return CHORUS_ERR_INVALID_ARG;
     }
     if (!ctx->connected && peer != ctx->rank && ctx->fatal == CHORUS_OK) {
-        chorus_error("rank %d: tcp %s to peer %d before connect_all succeeded", ctx->rank,
+        chorus_error("rank %d: tcp %s to peer %d before set_peers succeeded", ctx->rank,
                      what, peer);
         return CHORUS_ERR_INVALID_ARG;
     }
     return CHORUS_OK;
 }
 
-static void req_init(tl_req_t *req, int peer, uint64_t tag, void *buf, size_t capacity)
+static void req_init(tl_req_t *req, int peer, uint32_t space, uint64_t tag, void *buf,
+                     size_t capacity)
 {
     req->done = 0;
     req->status = CHORUS_OK;
     req->length = 0;
     req->next = NULL;
     req->peer = peer;
+    req->space = space;
     req->tag = tag;
     req->buf = buf;
     req->capacity = capacity;
@@ -542,7 +566,8 @@ static chorus_status_t post_failed(tl_ctx_t *ctx, tl_tcp_peer_t *peer, tl_req_t 
 /* A send to this rank itself: delivered by copy, no socket involved. */
 static chorus_status_t send_self(tl_ctx_t *ctx, tl_tcp_peer_t *self, tl_req_t *req)
 {
-    tl_req_t *recv = reqq_take_tag(&self->postq, req->tag);
+    int ctrl = (req->tag & TL_TAG_CTRL) != 0;
+    tl_req_t *recv = ctrl ? NULL : reqq_take_tag(&self->postq, req->space, req->tag);
 
     if (recv != NULL) {
         if (req->capacity > recv->capacity) {
@@ -554,7 +579,7 @@ static chorus_status_t send_self(tl_ctx_t *ctx, tl_tcp_peer_t *self, tl_req_t *r
             tl_tcp_req_complete(recv, CHORUS_OK, req->capacity);
         }
     } else {
-        tl_tcp_ue_t *ue = ue_alloc(ctx, req->tag, req->capacity);
+        tl_tcp_ue_t *ue = ue_alloc(ctx, req->space, req->tag, req->capacity);
 
         if (ue == NULL) {
             chorus_error("rank %d: no memory for a %zu-byte message to itself", ctx->rank,
@@ -565,23 +590,31 @@ static chorus_status_t send_self(tl_ctx_t *ctx, tl_tcp_peer_t *self, tl_req_t *r
         if (req->capacity > 0)
             memcpy(ue->data, req->buf, req->capacity);
         ue->complete = 1;
-        ue_push(self, ue);
+        if (ctrl)
+            ctrl_deliver(ctx, ctx->rank, ue);
+        else
+            ue_push(self, ue);
     }
     tl_tcp_req_complete(req, CHORUS_OK, req->capacity);
     ctx->deferred += recv != NULL ? 2 : 1;
     return CHORUS_OK;
 }
 
-chorus_status_t tl_tcp_send_nb(tl_ctx_t *ctx, int peer_rank, const void *buf, size_t len,
-                               uint64_t tag, tl_req_t *req)
+chorus_status_t tl_tcp_send_nb(tl_ctx_t *ctx, int peer_rank, uint32_t space, uint64_t tag,
+                               const void *buf, size_t len, tl_req_t *req)
 {
     chorus_status_t status = post_check(ctx, peer_rank, buf, len, req, "send");
     tl_tcp_peer_t *peer;
 
+    if (status == CHORUS_OK && (tag & TL_TAG_CTRL) && len > TL_CTRL_MAX) {
+        chorus_error("rank %d: tcp send: control message of %zu bytes exceeds %d",
+                     ctx->rank, len, TL_CTRL_MAX);
+        status = CHORUS_ERR_INVALID_ARG;
+    }
     if (status != CHORUS_OK)
         return status;
     /* The request's buffer field is shared with receives; sends never write through it. */
-    req_init(req, peer_rank, tag, (void *)(uintptr_t)buf, len);
+    req_init(req, peer_rank, space, tag, (void *)(uintptr_t)buf, len);
     peer = &ctx->peers[peer_rank];
     status = post_failed(ctx, peer, req);
     if (status != CHORUS_OK)
@@ -590,7 +623,7 @@ chorus_status_t tl_tcp_send_nb(tl_ctx_t *ctx, int peer_rank, const void *buf, si
         return send_self(ctx, peer, req);
     reqq_push(&peer->sendq, req);
     if (peer->sendq.head == req) {
-        tl_tcp_header_encode(&peer->tx_hdr, tag, len);
+        tl_tcp_header_encode(&peer->tx_hdr, space, tag, len);
         ctx->deferred += peer_update_events(ctx, peer);
     }
     return CHORUS_OK;
@@ -622,8 +655,8 @@ static void recv_unexpected(tl_ctx_t *ctx, tl_tcp_peer_t *peer, tl_tcp_ue_t *ue,
     ue_release(ctx, ue);
 }
 
-chorus_status_t tl_tcp_recv_nb(tl_ctx_t *ctx, int peer_rank, void *buf, size_t capacity,
-                               uint64_t tag, tl_req_t *req)
+chorus_status_t tl_tcp_recv_nb(tl_ctx_t *ctx, int peer_rank, uint32_t space, uint64_t tag,
+                               void *buf, size_t capacity, tl_req_t *req)
 {
     chorus_status_t status = post_check(ctx, peer_rank, buf, capacity, req, "recv");
     tl_tcp_peer_t *peer;
@@ -631,9 +664,13 @@ chorus_status_t tl_tcp_recv_nb(tl_ctx_t *ctx, int peer_rank, void *buf, size_t c
 
     if (status != CHORUS_OK)
         return status;
-    req_init(req, peer_rank, tag, buf, capacity);
+    if (tag & TL_TAG_CTRL) {
+        chorus_error("rank %d: tcp recv: control tags are never matched", ctx->rank);
+        return CHORUS_ERR_INVALID_ARG;
+    }
+    req_init(req, peer_rank, space, tag, buf, capacity);
     peer = &ctx->peers[peer_rank];
-    ue = ue_take_tag(peer, tag, 0);
+    ue = ue_take_tag(peer, space, tag, 0);
     if (ue != NULL) {
         recv_unexpected(ctx, peer, ue, req);
         return CHORUS_OK;

@@ -143,6 +143,8 @@ static chorus_status_t tcp_ctx_create(const tl_ctx_params_t *params, tl_ctx_t **
     ctx->listen_fd = -1;
     ctx->epfd = -1;
     ctx->fatal = CHORUS_OK;
+    ctx->ctrl = params->ctrl;
+    ctx->ctrl_arg = params->ctrl_arg;
     ctx->scratch_len = TL_TCP_SCRATCH;
     ctx->peers = calloc((size_t)params->size, sizeof(*ctx->peers));
     ctx->scratch = malloc(ctx->scratch_len);
@@ -251,6 +253,20 @@ static void tcp_fail_all(tl_ctx_t *ctx, chorus_status_t status)
     ctx->deferred += n;
 }
 
+static int tcp_reaches(tl_ctx_t *ctx, int peer)
+{
+    return ctx != NULL && peer >= 0 && peer < ctx->size;
+}
+
+static int tcp_connections(tl_ctx_t *ctx)
+{
+    int n = 0;
+
+    for (int r = 0; r < ctx->size; r++)
+        n += ctx->peers[r].fd >= 0;
+    return n;
+}
+
 static void tcp_ctx_destroy(tl_ctx_t *ctx)
 {
     if (ctx == NULL)
@@ -265,10 +281,12 @@ const tl_ops_t tl_tcp_ops = {
     .ctx_create = tcp_ctx_create,
     .ctx_destroy = tcp_ctx_destroy,
     .get_address = tcp_get_address,
-    .connect_all = tl_tcp_connect_all,
+    .set_peers = tl_tcp_connect_all,
+    .reaches = tcp_reaches,
     .send_nb = tl_tcp_send_nb,
     .recv_nb = tl_tcp_recv_nb,
     .progress = tcp_progress,
     .event_fd = tcp_event_fd,
     .fail_all = tcp_fail_all,
+    .connections = tcp_connections,
 };

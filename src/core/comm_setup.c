@@ -1,0 +1,278 @@
+/*
+ * What a new communicator agrees on before its first call, over its own
+ * setup space: whether a collective transport serves the ranks of each of
+ * its nodes (a node team), the fewest cores any rank runs on, and from
+ * these, the selection table every rank builds alike.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/comm.h"
+#include "topology/topo.h"
+#include "util/log.h"
+
+/* Team flag bits every rank votes on, per collective transport. */
+#define SETUP_FLAG_BITS 8
+
+chorus_status_t chorus__comm_setup_allgather(chorus_comm_t comm, const void *mine, size_t len,
+                                             void *all)
+{
+    coll_args_t a = {.coll = COLL_ALLGATHER, .sendbuf = mine, .recvbuf = all, .count = len,
+                     .dtype = CHORUS_UINT8, .op = CHORUS_SUM, .rank = comm->rank,
+                     .size = comm->size, .chunk_bytes = comm->ctx->cfg.chunk_bytes};
+
+    return chorus__call_setup(comm, &a, &coll_ring_allgather);
+}
+
+chorus_status_t chorus__comm_setup_min(chorus_comm_t comm, const int32_t *mine, int32_t *all,
+                                       int n)
+{
+    coll_args_t a = {.coll = COLL_ALLREDUCE, .sendbuf = mine, .recvbuf = all, .count = (size_t)n,
+                     .dtype = CHORUS_INT32, .op = CHORUS_MIN, .rank = comm->rank,
+                     .size = comm->size, .chunk_bytes = comm->ctx->cfg.chunk_bytes};
+
+    return chorus__call_setup(comm, &a, &coll_rd_allreduce);
+}
+
+/* What each rank says about every collective transport of the context. */
+typedef struct {
+    int32_t has[CHORUS__TEAMS_MAX];     /* this rank made a card */
+    unsigned char card[CHORUS__TEAMS_MAX][TL_TEAM_CARD_MAX];
+} setup_card_t;
+
+typedef struct {
+    void *pending[CHORUS__TEAMS_MAX];
+    tl_team_t *team[CHORUS__TEAMS_MAX];
+    uint32_t flags[CHORUS__TEAMS_MAX];
+} setup_teams_t;
+
+/* Step 1 of every collective transport: this rank's cards. */
+static chorus_status_t setup_cards(chorus_comm_t comm, setup_card_t *mine, setup_teams_t *t)
+{
+    chorus__ctx_t *ctx = comm->ctx;
+
+    memset(mine, 0, sizeof(*mine));
+    if (comm->local_size < 2)
+        return CHORUS_OK;   /* alone on its node: nothing to serve */
+    for (int i = 0; i < ctx->nteams; i++) {
+        size_t len = 0;
+        chorus_status_t status;
+
+        if (ctx->ctl_ctx[i] == NULL)
+            continue;
+        status = ctx->ctl[i]->team_card(ctx->ctl_ctx[i], comm->local_size, comm->local_rank,
+                                        mine->card[i], &len, &t->pending[i]);
+        if (status != CHORUS_OK)
+            return status;
+        mine->has[i] = 1;
+    }
+    return CHORUS_OK;
+}
+
+/* Step 2: join the node's members from their cards. */
+static chorus_status_t setup_join(chorus_comm_t comm, const setup_card_t *all, setup_teams_t *t)
+{
+    chorus__ctx_t *ctx = comm->ctx;
+    unsigned char *cards = malloc((size_t)comm->local_size * TL_TEAM_CARD_MAX);
+    chorus_status_t status = CHORUS_OK;
+
+    if (cards == NULL)
+        return CHORUS_ERR_NO_MEMORY;
+    for (int i = 0; i < ctx->nteams && status == CHORUS_OK; i++) {
+        int complete = 1;
+
+        if (!all[comm->rank].has[i])
+            continue;
+        for (int j = 0; j < comm->local_size; j++) {
+            const setup_card_t *c = &all[comm->node_members[j]];
+
+            complete &= c->has[i] != 0;
+            memcpy(cards + (size_t)j * TL_TEAM_CARD_MAX, c->card[i], TL_TEAM_CARD_MAX);
+        }
+        if (!complete) {
+            /* A member has the transport off: the node has no team of it. */
+            ctx->ctl[i]->team_abandon(ctx->ctl_ctx[i], t->pending[i]);
+            t->pending[i] = NULL;
+            continue;
+        }
+        status = ctx->ctl[i]->team_create(ctx->ctl_ctx[i], t->pending[i], cards,
+                                          comm->local_size, comm->local_rank, &t->team[i],
+                                          &t->flags[i]);
+        t->pending[i] = NULL;
+    }
+    free(cards);
+    return status;
+}
+
+/*
+ * Step 3: every rank's flags, ANDed (as the minimum of one value per bit),
+ * and the fewest cores. A rank alone on its node votes for everything; a
+ * rank without a team of a transport votes it down everywhere, so that all
+ * ranks build the same selection table.
+ */
+static chorus_status_t setup_vote(chorus_comm_t comm, const setup_teams_t *t, uint32_t *agreed,
+                                  int *cores_p)
+{
+    enum { n = CHORUS__TEAMS_MAX * SETUP_FLAG_BITS };
+    int32_t mine[n + 1], all[n + 1];
+    chorus_status_t status;
+
+    for (int i = 0; i < CHORUS__TEAMS_MAX; i++) {
+        for (int b = 0; b < SETUP_FLAG_BITS; b++) {
+            int alone = comm->local_size < 2 && i < comm->ctx->nteams;
+            mine[i * SETUP_FLAG_BITS + b] = alone || ((t->flags[i] >> b) & 1u);
+        }
+    }
+    mine[n] = (int32_t)tune_usable_cores();
+    status = chorus__comm_setup_min(comm, mine, all, n + 1);
+    if (status != CHORUS_OK)
+        return status;
+    for (int i = 0; i < CHORUS__TEAMS_MAX; i++) {
+        agreed[i] = 0;
+        for (int b = 0; b < SETUP_FLAG_BITS; b++)
+            agreed[i] |= (uint32_t)(all[i * SETUP_FLAG_BITS + b] != 0) << b;
+    }
+    *cores_p = all[n];
+    return CHORUS_OK;
+}
+
+/* Seal the first transport every node agreed on; drop the other teams. */
+static void setup_choose(chorus_comm_t comm, setup_teams_t *t, const uint32_t *agreed)
+{
+    chorus__ctx_t *ctx = comm->ctx;
+    int chosen = -1;
+
+    for (int i = 0; i < ctx->nteams; i++) {
+        if (chosen < 0 && (agreed[i] & TL_TEAM_OK) && comm->layout->local_max > 1)
+            chosen = i;
+        if (i != chosen && t->team[i] != NULL) {
+            ctx->ctl[i]->team_destroy(t->team[i]);
+            t->team[i] = NULL;
+        }
+    }
+    if (chosen < 0)
+        return;
+    comm->env.team_ops = ctx->ctl[chosen];
+    comm->env.team_ctx = ctx->ctl_ctx[chosen];
+    comm->env.team_desc = (tl_team_desc_t){.size = comm->layout->local_max,
+                                           .cores = comm->cores, .flags = agreed[chosen]};
+    if (t->team[chosen] == NULL)
+        return;     /* this rank is alone on its node */
+    ctx->ctl[chosen]->team_seal(t->team[chosen], agreed[chosen], comm->cores);
+    comm->node_team = (coll_team_t){
+        .ops = ctx->ctl[chosen], .ctx = ctx->ctl_ctx[chosen], .team = t->team[chosen],
+        .desc = {.size = comm->local_size, .cores = comm->cores, .flags = agreed[chosen]},
+        .ranks = comm->node_members, .me = comm->local_rank,
+    };
+    comm->env.node_team = &comm->node_team;
+}
+
+/* Whether some collective transport is on in this process. */
+static int setup_any_on(const chorus__ctx_t *ctx)
+{
+    for (int i = 0; i < ctx->nteams; i++) {
+        if (ctx->ctl_ctx[i] != NULL)
+            return 1;
+    }
+    return 0;
+}
+
+static chorus_status_t setup_teams(chorus_comm_t comm)
+{
+    chorus__ctx_t *ctx = comm->ctx;
+    setup_card_t mine, *all = calloc((size_t)comm->size, sizeof(*all));
+    setup_teams_t t;
+    uint32_t agreed[CHORUS__TEAMS_MAX];
+    chorus_status_t status;
+
+    memset(&t, 0, sizeof(t));
+    if (all == NULL)
+        return CHORUS_ERR_NO_MEMORY;
+    status = setup_cards(comm, &mine, &t);
+    if (status == CHORUS_OK)
+        status = chorus__comm_setup_allgather(comm, &mine, sizeof(mine), all);
+    if (status == CHORUS_OK)
+        status = setup_join(comm, all, &t);
+    free(all);
+    if (status == CHORUS_OK)
+        status = setup_vote(comm, &t, agreed, &comm->cores);
+    for (int i = 0; i < ctx->nteams; i++) {
+        if (t.pending[i] != NULL)
+            ctx->ctl[i]->team_abandon(ctx->ctl_ctx[i], t.pending[i]);
+        if (status != CHORUS_OK && t.team[i] != NULL)
+            ctx->ctl[i]->team_destroy(t.team[i]);
+    }
+    if (status != CHORUS_OK)
+        return status;
+    setup_choose(comm, &t, agreed);
+    if (comm->rank == 0 && comm->env.team_ops != NULL)
+        chorus_debug("rank 0: node-local stages on %s teams (%d nodes, up to %d ranks each, "
+                     "flags 0x%x, %d cores)", comm->env.team_ops->name, comm->layout->nnodes,
+                     comm->layout->local_max, comm->env.team_desc.flags, comm->cores);
+    else if (comm->rank == 0 && comm->layout->local_max > 1 && setup_any_on(ctx))
+        chorus_warn("rank 0: no collective transport serves every node of this communicator; "
+                    "node-local stages go over the network transport");
+    return CHORUS_OK;
+}
+
+/* Rank 0 at debug level: the layout and the selection table, as chorus-info prints them. */
+static void setup_log_tune(chorus_comm_t comm)
+{
+    char *text = NULL, *line, *save = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+
+    if (f == NULL)
+        return;
+    topo_layout_print(f, comm->layout, NULL, "");
+    tune_table_print(f, comm->tune);
+    fclose(f);
+    for (line = strtok_r(text, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save))
+        chorus_debug("%s", line);
+    free(text);
+}
+
+static chorus_status_t setup_tune(chorus_comm_t comm)
+{
+    tune_config_t tcfg;
+    tune_spread_t spread;
+    tune_node_t node;
+    chorus_status_t status = chorus__config_read(&tune_config_table, &tcfg);
+    int node_local = comm->env.node_team != NULL && comm->local_size == comm->size;
+
+    if (status != CHORUS_OK)
+        return status;
+    tune_spread_of(comm->layout, &spread);
+    node = (tune_node_t){.cma = (comm->env.team_desc.flags >> 1) & 1u, .cores = comm->cores};
+    status = tune_table_create_job(&tcfg, comm->size, comm->ctx->cfg.chunk_bytes,
+                                   node_local ? &node : NULL, &spread, &comm->tune);
+    if (status == CHORUS_OK && comm->rank == 0 && chorus_log_enabled(CHORUS_LOG_DEBUG))
+        setup_log_tune(comm);
+    return status;
+}
+
+chorus_status_t chorus__comm_setup(chorus_comm_t comm)
+{
+    chorus_status_t status;
+
+    comm->env.nranks = comm->size;
+    comm->env.layout = comm->layout;
+    comm->env.mem = COLL_MEM_HOST;
+    status = setup_teams(comm);
+    if (status == CHORUS_OK)
+        status = setup_tune(comm);
+    if (status == CHORUS_OK && comm->rank == 0)
+        chorus_debug("rank 0: a communicator of %d ranks on %d nodes is set up (space %u)",
+                     comm->size, comm->layout->nnodes, comm->space);
+    return status;
+}
+
+void chorus__comm_teardown(chorus_comm_t comm)
+{
+    if (comm->env.node_team != NULL)
+        comm->node_team.ops->team_destroy(comm->node_team.team);
+    comm->env.node_team = NULL;
+    tune_table_destroy(comm->tune);
+    comm->tune = NULL;
+}

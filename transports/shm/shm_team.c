@@ -1,0 +1,223 @@
+/*
+ * Shared memory as a collective transport: a team is a node (shm.h) over
+ * the members' regions, made by the core's three steps (team.h): each
+ * member creates its region and publishes where it is, maps its peers'
+ * regions from their cards, and seals the node once every member of the
+ * communicator agreed. A call on the team is a task around shm_op_t.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "transports/shm/shm_team.h"
+#include "util/log.h"
+
+struct tl_coll_ctx {
+    shm_config_t cfg;
+};
+
+struct tl_team {
+    shm_node_t *node;
+};
+
+typedef struct {
+    chorus__task_t head;
+    shm_op_t op;
+} shm_task_t;
+
+_Static_assert(sizeof(shm_card_t) <= TL_TEAM_CARD_MAX, "shm card exceeds TL_TEAM_CARD_MAX");
+
+const shm_config_t *shm_ctx_config(const tl_coll_ctx_t *ctx)
+{
+    return &ctx->cfg;
+}
+
+static chorus_status_t shm_ctx_create(const tl_coll_ctx_params_t *params,
+                                      tl_coll_ctx_t **ctx_p)
+{
+    tl_coll_ctx_t *ctx = calloc(1, sizeof(*ctx));
+    chorus_status_t status;
+
+    if (ctx == NULL)
+        return CHORUS_ERR_NO_MEMORY;
+    status = chorus__config_read(&shm_config_table, &ctx->cfg);
+    if (status != CHORUS_OK || !ctx->cfg.enabled || params->size == 1) {
+        free(ctx);
+        *ctx_p = NULL;
+        return status;
+    }
+    *ctx_p = ctx;
+    return CHORUS_OK;
+}
+
+static void shm_ctx_destroy(tl_coll_ctx_t *ctx)
+{
+    free(ctx);
+}
+
+static chorus_status_t shm_team_card(tl_coll_ctx_t *ctx, int size, int me, void *card,
+                                     size_t *len_p, void **pending_p)
+{
+    shm_region_t *region = NULL;
+    shm_card_t mine = {.pid = (int32_t)getpid(), .fd = -1};
+    chorus_status_t status = shm_region_create(&ctx->cfg, &region, &mine);
+
+    (void)size;
+    (void)me;
+    /* A bad setting fails the communicator; a refused region only leaves the team out. */
+    if (status == CHORUS_ERR_INVALID_ARG)
+        return status;
+    memcpy(card, &mine, sizeof(mine));
+    *len_p = sizeof(mine);
+    *pending_p = status == CHORUS_OK ? region : NULL;
+    return CHORUS_OK;
+}
+
+static void shm_team_abandon(tl_coll_ctx_t *ctx, void *pending)
+{
+    (void)ctx;
+    shm_region_destroy(pending);
+}
+
+static chorus_status_t shm_team_create(tl_coll_ctx_t *ctx, void *pending, const void *cards,
+                                       int size, int me, tl_team_t **team_p, uint32_t *flags_p)
+{
+    shm_card_t *all = calloc((size_t)size, sizeof(*all));
+    tl_team_t *team = calloc(1, sizeof(*team));
+    chorus_status_t status = CHORUS_ERR_NO_MEMORY;
+    int cma = 0;
+
+    *team_p = NULL;
+    *flags_p = 0;
+    if (pending == NULL) {
+        status = CHORUS_OK;     /* this rank has no region: no team, no fault */
+        goto out;
+    }
+    if (all == NULL || team == NULL) {
+        shm_region_destroy(pending);
+        goto out;
+    }
+    for (int j = 0; j < size; j++)
+        memcpy(&all[j], (const char *)cards + (size_t)j * TL_TEAM_CARD_MAX, sizeof(all[j]));
+    /* shm_node_create takes the region over, also when it fails. */
+    status = shm_node_create(pending, all, me, size, &ctx->cfg, &team->node, &cma);
+    if (status == CHORUS_OK) {
+        *flags_p = TL_TEAM_OK | (cma ? SHM_TEAM_CMA : 0);
+        *team_p = team;
+        team = NULL;
+    } else if (status != CHORUS_ERR_NO_MEMORY && status != CHORUS_ERR_INVALID_ARG) {
+        status = CHORUS_OK;     /* a peer's region could not be mapped: no team, no fault */
+    }
+out:
+    free(team);
+    free(all);
+    return status;
+}
+
+static void shm_team_seal(tl_team_t *team, uint32_t flags, int cores)
+{
+    shm_node_seal(team->node, (flags & SHM_TEAM_CMA) != 0, cores);
+}
+
+static void shm_team_destroy(tl_team_t *team)
+{
+    if (team == NULL)
+        return;
+    shm_node_destroy(team->node);
+    free(team);
+}
+
+static void shm_team_fail(tl_team_t *team, chorus_status_t status)
+{
+    shm_node_fail(team->node, status);
+}
+
+/* ---- a call as a task ---------------------------------------------------- */
+
+static shm_task_t *task_of(chorus__task_t *task)
+{
+    return (shm_task_t *)task;
+}
+
+static int shm_task_progress(chorus__task_t *task)
+{
+    return shm_op_progress(&task_of(task)->op);
+}
+
+static int shm_task_wait(chorus__task_t *task, unsigned max_us)
+{
+    shm_op_wait(&task_of(task)->op, max_us);
+    return 1;
+}
+
+static void shm_task_skip(chorus__task_t *task, chorus_status_t status)
+{
+    (void)status;
+    shm_op_skip(&task_of(task)->op);
+}
+
+static void shm_task_fail(chorus__task_t *task, chorus_status_t status)
+{
+    shm_node_fail(task_of(task)->op.node, status);
+}
+
+static void shm_task_finalize(chorus__task_t *task)
+{
+    /* A call that never ran gives its turn up, so that later calls are not held. */
+    if (task->state == CHORUS__TASK_NEW)
+        shm_op_skip(&task_of(task)->op);
+    free(task);
+}
+
+static const chorus__task_ops_t shm_task_ops = {
+    .name = "shm",
+    .progress = shm_task_progress,
+    .wait = shm_task_wait,
+    .skip = shm_task_skip,
+    .fail = shm_task_fail,
+    .finalize = shm_task_finalize,
+};
+
+static chorus_status_t shm_task_create(tl_team_t *team, const coll_args_t *args, int variant,
+                                       chorus__task_t **task_p)
+{
+    shm_task_t *t = malloc(sizeof(*t));
+
+    if (t == NULL)
+        return CHORUS_ERR_NO_MEMORY;
+    chorus__task_init(&t->head, &shm_task_ops, CHORUS__TASK_INLINE);
+    shm_op_init(&t->op, team->node, args, (shm_kind_t)variant);
+    *task_p = &t->head;
+    return CHORUS_OK;
+}
+
+#define BIT(c) (1u << (c))
+#define SHM_REDUCING (BIT(COLL_ALLREDUCE) | BIT(COLL_REDUCE))
+
+static const tl_coll_variant_t shm_variants[] = {
+    [SHM_FLAT] = {.name = "shm",
+                  .colls = SHM_REDUCING | BIT(COLL_REDUCE_SCATTER) | BIT(COLL_ALLGATHER) |
+                           BIT(COLL_BROADCAST) | BIT(COLL_BARRIER)},
+    [SHM_SLICE] = {.name = "shm_slice", .colls = SHM_REDUCING},
+    [SHM_CMA] = {.name = "shm_cma",
+                 .colls = SHM_REDUCING | BIT(COLL_REDUCE_SCATTER) | BIT(COLL_ALLGATHER) |
+                          BIT(COLL_BROADCAST),
+                 .needs = SHM_TEAM_CMA},
+};
+
+const tl_coll_ops_t tl_shm_coll_ops = {
+    .name = "shm",
+    .config = &shm_config_table,
+    .ctx_create = shm_ctx_create,
+    .ctx_destroy = shm_ctx_destroy,
+    .team_card = shm_team_card,
+    .team_abandon = shm_team_abandon,
+    .team_create = shm_team_create,
+    .team_seal = shm_team_seal,
+    .team_destroy = shm_team_destroy,
+    .team_fail = shm_team_fail,
+    .variants = shm_variants,
+    .nvariants = sizeof(shm_variants) / sizeof(shm_variants[0]),
+    .price = shm_price,
+    .task_create = shm_task_create,
+};
