@@ -205,13 +205,17 @@ chorus_status_t coll_check_layout(const coll_args_t *a, const coll_env_t *env, c
 /*
  * An algorithm: a schedule builder, or (team_ops set) a variant of a
  * collective transport that runs the whole call on the node team, when that
- * team holds every rank.
+ * team holds every rank. Each prices itself: the estimated seconds of a call
+ * of bytes (coll_args_bytes) in env, with the cost model's primitives
+ * (tuning/), or INFINITY where it cannot run; the selection table is built
+ * from these prices.
  */
 typedef struct coll_alg {
     const char *name;
     coll_type_t coll;
     chorus_status_t (*build)(const coll_args_t *args, const coll_env_t *env,
                              coll_sched_t *sched);
+    double (*price)(const coll_env_t *env, size_t bytes);
     const tl_coll_ops_t *team_ops;
     int team_variant;
 } coll_alg_t;
