@@ -18,26 +18,17 @@
 
 #define LOG_LEVEL_DEFAULT CHORUS_LOG_WARN
 
+#define LOG_COMP_DEFAULT(id, name) [id] = LOG_LEVEL_DEFAULT,
+#define LOG_COMP_NAME(id, name) [id] = name,
+#define LOG_COMP_LIST(id, name) " " name
+
 /* Messages logged before chorus__log_init use the default level. */
-int chorus__log_levels[CHORUS_LOG_COMP_COUNT] = {
-    LOG_LEVEL_DEFAULT, LOG_LEVEL_DEFAULT, LOG_LEVEL_DEFAULT, LOG_LEVEL_DEFAULT, LOG_LEVEL_DEFAULT,
-    LOG_LEVEL_DEFAULT, LOG_LEVEL_DEFAULT, LOG_LEVEL_DEFAULT, LOG_LEVEL_DEFAULT, LOG_LEVEL_DEFAULT,
-};
-_Static_assert(CHORUS_LOG_COMP_COUNT == 10, "initialize the level of every log component");
+int chorus__log_levels[CHORUS_LOG_COMP_COUNT] = {CHORUS_LOG_COMPONENTS(LOG_COMP_DEFAULT)};
 int chorus__log_level = LOG_LEVEL_DEFAULT;
 
 static const char *const level_names[] = {"error", "warn", "info", "debug", "trace"};
 static const char *const comp_names[CHORUS_LOG_COMP_COUNT] = {
-    [CHORUS_LOG_COMP_UTIL] = "util",
-    [CHORUS_LOG_COMP_REDUCE] = "reduce",
-    [CHORUS_LOG_COMP_COLL] = "coll",
-    [CHORUS_LOG_COMP_CORE] = "core",
-    [CHORUS_LOG_COMP_BOOTSTRAP] = "bootstrap",
-    [CHORUS_LOG_COMP_TCP] = "tcp",
-    [CHORUS_LOG_COMP_SHM] = "shm",
-    [CHORUS_LOG_COMP_TOPOLOGY] = "topology",
-    [CHORUS_LOG_COMP_TUNING] = "tuning",
-    [CHORUS_LOG_COMP_TOOLS] = "tools",
+    CHORUS_LOG_COMPONENTS(LOG_COMP_NAME)
 };
 static pthread_once_t log_once = PTHREAD_ONCE_INIT;
 
@@ -49,9 +40,9 @@ static const chorus__config_var_t log_vars[] = {
     {"CHORUS_LOG_LEVEL", "warn",
      "messages printed to stderr: a level for every component, error, warn, info, debug or "
      "trace (each includes the ones before it), optionally followed by component=level "
-     "items that override it, as in 'warn,tcp=debug,bootstrap=trace'; components: util, "
-     "reduce, coll, core, bootstrap, tcp, shm, topology, tuning, tools. Each message names its "
-     "component; at debug and trace it also names its source line",
+     "items that override it, as in 'warn,tcp=debug,bootstrap=trace'; components:"
+     CHORUS_LOG_COMPONENTS(LOG_COMP_LIST) ". Each message names its component; at debug and "
+     "trace it also names its source line",
      chorus__config_parse_string, offsetof(log_config_t, level)},
 };
 
@@ -103,8 +94,8 @@ static int log_parse_item(char *item, int *comp_p, int *level_p)
         *comp_p = log_find(comp_names, CHORUS_LOG_COMP_COUNT, log_trim(item));
         *eq = '=';
         if (*comp_p < 0) {
-            log_bad_item(item, "unknown component (util, reduce, coll, core, bootstrap, "
-                         "tcp, shm, topology, tuning, tools)");
+            log_bad_item(item, "unknown component (one of:"
+                         CHORUS_LOG_COMPONENTS(LOG_COMP_LIST) ")");
             return -1;
         }
         level_text = log_trim(eq + 1);

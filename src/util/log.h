@@ -22,20 +22,28 @@ typedef enum {
     CHORUS_LOG_TRACE
 } chorus__log_level_t;
 
-/* The components that have a level of their own; names in chorus__log_comp_name. */
+/*
+ * The components that have a level of their own, in one list: the enum, the
+ * names CHORUS_LOG_LEVEL uses and the help text all come from it.
+ */
+#define CHORUS_LOG_COMPONENTS(X)                  \
+    X(CHORUS_LOG_COMP_UTIL, "util")               \
+    X(CHORUS_LOG_COMP_REDUCE, "reduce")           \
+    X(CHORUS_LOG_COMP_COLL, "coll")               \
+    X(CHORUS_LOG_COMP_CORE, "core")               \
+    X(CHORUS_LOG_COMP_BOOTSTRAP, "bootstrap")     \
+    X(CHORUS_LOG_COMP_TCP, "tcp")                 \
+    X(CHORUS_LOG_COMP_SHM, "shm")                 \
+    X(CHORUS_LOG_COMP_TOPOLOGY, "topology")       \
+    X(CHORUS_LOG_COMP_TUNING, "tuning")           \
+    X(CHORUS_LOG_COMP_TOOLS, "tools")
+
+#define CHORUS_LOG_COMP_ENUM(id, name) id,
 typedef enum {
-    CHORUS_LOG_COMP_UTIL = 0,
-    CHORUS_LOG_COMP_REDUCE,
-    CHORUS_LOG_COMP_COLL,
-    CHORUS_LOG_COMP_CORE,
-    CHORUS_LOG_COMP_BOOTSTRAP,
-    CHORUS_LOG_COMP_TCP,
-    CHORUS_LOG_COMP_SHM,
-    CHORUS_LOG_COMP_TOPOLOGY,
-    CHORUS_LOG_COMP_TUNING,
-    CHORUS_LOG_COMP_TOOLS,
+    CHORUS_LOG_COMPONENTS(CHORUS_LOG_COMP_ENUM)
     CHORUS_LOG_COMP_COUNT
 } chorus__log_comp_t;
+#undef CHORUS_LOG_COMP_ENUM
 
 /* Files built outside the library's folders (tests, perf) log as util. */
 #ifndef CHORUS_LOG_COMPONENT

@@ -1,21 +1,8 @@
-/* The transports built into chorus: one list of point-to-point transports, one of collective ones. */
+/* Lookups over the lists of built-in transports (transports/registry.c). */
 #include "transports/base/transport.h"
 #include "transports/base/team.h"
 
 #include <string.h>
-
-extern const tl_ops_t tl_tcp_ops;
-extern const tl_coll_ops_t tl_shm_coll_ops;
-
-const tl_ops_t *const tl_p2p_all[] = {
-    &tl_tcp_ops,
-    NULL,
-};
-
-const tl_coll_ops_t *const tl_coll_all[] = {
-    &tl_shm_coll_ops,
-    NULL,
-};
 
 const tl_ops_t *tl_find(const char *name)
 {
