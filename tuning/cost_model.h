@@ -1,34 +1,22 @@
 /*
- * Cost model for algorithm selection: alpha-beta-gamma estimates of each
- * algorithm's time as a function of the message size and the rank count.
+ * The cost model: alpha-beta-gamma estimates from which every algorithm
+ * prices itself (src/coll), and the primitives those prices share.
  *
  *   alpha  seconds per message (latency of one send/receive pair)
  *   beta   seconds per byte on the wire
  *   gamma  seconds per byte reduced
  *
- * tuning/ sits below src/coll, so it names collectives with its own enum
- * (same order as coll_type_t) and algorithms by the names the algorithm
- * entries carry ("ring", "rd", ...).
+ * With ranks on several nodes there are two links: alpha/beta between
+ * ranks of one node and net_alpha/net_beta of each node's network link,
+ * which every flow leaving the node shares.
+ *
+ * tuning/ knows no collective and no algorithm: sizes are bytes, rank
+ * counts and shapes are plain numbers.
  */
 #ifndef CHORUS_TUNING_COST_MODEL_H
 #define CHORUS_TUNING_COST_MODEL_H
 
 #include <stddef.h>
-
-/* Mirrors coll_type_t: TUNE_COLL_X == COLL_X for every collective. */
-typedef enum {
-    TUNE_COLL_ALLREDUCE = 0,
-    TUNE_COLL_ALLGATHER,
-    TUNE_COLL_BROADCAST,
-    TUNE_COLL_REDUCE_SCATTER,
-    TUNE_COLL_REDUCE,
-    TUNE_COLL_ALLTOALL,
-    TUNE_COLL_BARRIER,
-    TUNE_COLL_COUNT
-} tune_coll_t;
-
-/* Most candidate algorithms of any one collective. */
-#define TUNE_ALGS_MAX 7
 
 /* Defaults: TCP over loopback. */
 #define TUNE_DEFAULT_ALPHA       30e-6            /* 30 us per message */
@@ -39,66 +27,66 @@ typedef enum {
 #define TUNE_DEFAULT_NET_ALPHA   50e-6            /* 50 us per message */
 #define TUNE_DEFAULT_NET_BETA    (1.0 / 1.25e9)   /* 1.25 GB/s per node */
 
-/*
- * Defaults of the node-local (shared-memory) candidates, fitted to sweeps of
- * each algorithm forced on a 2-core machine at 2 and 4 ranks (docs/PERFORMANCE.md).
- */
-#define TUNE_DEFAULT_SHM_ALPHA   1.5e-6           /* one step of every rank seen by all */
-#define TUNE_DEFAULT_SHM_ALPHA_OVERSUB 5e-6       /* the same with more ranks than cores */
-#define TUNE_DEFAULT_SHM_BETA    (1.0 / 25e9)     /* copies through cache-sized slots */
-#define TUNE_DEFAULT_SHM_GAMMA   (1.0 / 10e9)     /* reduced by one core */
-#define TUNE_DEFAULT_CMA_ALPHA   4e-6             /* one process_vm_readv/writev call */
-#define TUNE_DEFAULT_CMA_BETA    (1.0 / 6.5e9)    /* kernel copy, pages pinned one by one */
-
 typedef struct {
     double alpha;           /* seconds per message */
     double beta;            /* seconds per byte sent */
     double gamma;           /* seconds per byte reduced */
-    size_t chunk_bytes;     /* pipeline chunk of the chain broadcast; 0: no pipelining */
-    /* Node-local candidates: priced only when every rank shares a node. */
-    int node_local;         /* 1: the shm candidates exist */
-    int node_cma;           /* 1: single copy works between every pair of ranks */
-    size_t shm_slot;        /* bytes per staging round (CHORUS_SHM_SLOT_SIZE) */
-    int node_cores;         /* cores the ranks run on; 0: as many as ranks */
-    double shm_alpha;       /* seconds per step */
-    double shm_alpha_oversub; /* seconds per step when ranks outnumber cores */
-    double shm_beta;        /* seconds per byte copied */
-    double shm_gamma;       /* seconds per byte reduced */
-    double cma_alpha;       /* seconds per cross-memory call */
-    double cma_beta;        /* seconds per byte moved by a cross-memory call */
-    /* Ranks on several nodes (cost_hier.h): alpha and beta are then the links within a node. */
-    int nnodes;             /* 0 or 1: one node, or not known */
-    int local_min;          /* ranks on the emptiest node */
-    int local_max;          /* ranks on the fullest node */
-    int ring_crossings;     /* most ring edges leaving one node */
+    size_t chunk_bytes;     /* pipeline chunk; 0: no pipelining */
     double net_alpha;       /* seconds per message between nodes */
     double net_beta;        /* seconds per byte through one node's network link */
 } tune_model_t;
 
 void tune_model_default(tune_model_t *model_p);
 
-/* "allreduce", "reduce_scatter", ...; NULL when out of range. */
-const char *tune_coll_name(tune_coll_t coll);
-/* TUNE_COLL_COUNT when name is not a collective (case-insensitive). */
-tune_coll_t tune_coll_from_name(const char *name);
+/* 1 when alpha, beta and gamma are finite and not negative. */
+int tune_model_valid(const tune_model_t *model);
 
-/* Candidates of coll, in order of preference; 0 when coll is out of range. */
-int tune_coll_nalgs(tune_coll_t coll);
-/* Name of candidate i of coll; NULL when out of range. */
-const char *tune_coll_alg(tune_coll_t coll, int i);
-/* 1 when candidate i of coll is hierarchical (runs on any layout; cost_hier.h). */
-int tune_alg_spread(tune_coll_t coll, int i);
-/* Index of the candidate called name (case-insensitive), or -1. */
-int tune_alg_index(tune_coll_t coll, const char *name);
+/* How the ranks lie on nodes, as the model needs it (from the job's layout). */
+typedef struct {
+    int nnodes;             /* 0 or 1: one node, or not known */
+    int local_min;          /* ranks on the emptiest node */
+    int local_max;          /* ranks on the fullest node */
+    int ring_crossings;     /* most ring edges (rank r -> r + 1) leaving one node */
+} tune_shape_t;
 
 /*
- * Estimated seconds for candidate alg of coll moving bytes on p ranks.
- * bytes is the whole vector, as in nccl-tests' sizes: the vector reduced or
- * broadcast; the gathered result of allgather; the input of
- * reduce_scatter; one rank's send buffer (all peers' blocks) of alltoall;
- * ignored by barrier. Returns a negative value when coll or alg is out of
- * range or p < 1.
+ * The estimated seconds of a flat algorithm moving n bytes on p ranks
+ * that every pair reaches over one link of the model.
  */
-double tune_cost(const tune_model_t *model, tune_coll_t coll, int alg, size_t bytes, int p);
+typedef double (*tune_cost_fn_t)(const tune_model_t *m, double n, int p);
+
+/* Rounds of a binomial tree or of dissemination: ceil(log2 p). */
+int tune_log2_ceil(int p);
+/* log2 of the largest power of two not above p (p >= 1). */
+int tune_log2_floor(int p);
+
+/*
+ * Non-power-of-two rank counts are folded onto the largest power of two p2:
+ * each extra rank sends its vector to a partner, which reduces it, and gets
+ * the result back at the end. That costs two messages of n bytes and one
+ * reduction of n bytes on top of the power-of-two algorithm.
+ */
+double tune_fold_cost(const tune_model_t *m, double n, int p);
+
+/*
+ * The model as a flat algorithm sees it on several nodes: every step waits
+ * for its slowest link. A ring-shaped algorithm (ring, chain) sends
+ * shape->ring_crossings flows through a node link, the others (recursive
+ * doubling, trees, pairwise) up to local_max.
+ */
+void tune_flat_model(const tune_model_t *m, const tune_shape_t *shape, int ring_shaped,
+                     tune_model_t *out);
+
+/*
+ * Ranks on one node with fewer cores than ranks share the cores' time:
+ * the factor on every rank's work, 1 when each has a core (or cores is 0).
+ */
+double tune_share(int p, int cores);
+
+/* Two stages running at once: the longer one, plus the shorter one's first `frac` of it. */
+double tune_overlap(double a, double b, double frac);
+
+/* The cores this process may run on (its affinity mask), at least 1. */
+int tune_usable_cores(void);
 
 #endif

@@ -72,8 +72,19 @@ static chorus_status_t binomial_broadcast_build(const coll_args_t *args,
     return CHORUS_OK;
 }
 
+static double binomial_broadcast_cost(const tune_model_t *m, double n, int p)
+{
+    return tune_log2_ceil(p) * (m->alpha + n * m->beta);
+}
+
+static double binomial_broadcast_price(const coll_env_t *env, size_t bytes)
+{
+    return coll_price_flat(env, binomial_broadcast_cost, COLL_FLOWS_NODE, bytes);
+}
+
 const coll_alg_t coll_binomial_broadcast = {
     .name = "binomial",
     .coll = COLL_BROADCAST,
     .build = binomial_broadcast_build,
+    .price = binomial_broadcast_price,
 };

@@ -173,8 +173,19 @@ static chorus_status_t binomial_reduce_build(const coll_args_t *args,
     return CHORUS_OK;
 }
 
+static double binomial_reduce_cost(const tune_model_t *m, double n, int p)
+{
+    return tune_log2_ceil(p) * (m->alpha + n * m->beta + n * m->gamma);
+}
+
+static double binomial_reduce_price(const coll_env_t *env, size_t bytes)
+{
+    return coll_price_flat(env, binomial_reduce_cost, COLL_FLOWS_NODE, bytes);
+}
+
 const coll_alg_t coll_binomial_reduce = {
     .name = "binomial",
     .coll = COLL_REDUCE,
     .build = binomial_reduce_build,
+    .price = binomial_reduce_price,
 };

@@ -7,6 +7,8 @@
  */
 #include "coll/coll.h"
 
+#include <math.h>
+
 #include "coll/tree.h"
 #include "util/log.h"
 
@@ -52,8 +54,28 @@ static chorus_status_t chain_broadcast_build(const coll_args_t *args,
     return CHORUS_OK;
 }
 
+/*
+ * The message goes down the chain in chunks of c bytes: the last rank gets
+ * the first chunk after p-1 hops and one more chunk every hop after that.
+ */
+static double chain_broadcast_cost(const tune_model_t *m, double n, int p)
+{
+    double c = (m->chunk_bytes == 0 || (double)m->chunk_bytes > n) ? n : (double)m->chunk_bytes;
+    double chunks = c > 0.0 ? ceil(n / c) : 1.0;
+
+    if (p == 1)
+        return 0.0;
+    return (p - 2 + chunks) * (m->alpha + c * m->beta);
+}
+
+static double chain_broadcast_price(const coll_env_t *env, size_t bytes)
+{
+    return coll_price_flat(env, chain_broadcast_cost, COLL_FLOWS_RING, bytes);
+}
+
 const coll_alg_t coll_chain_broadcast = {
     .name = "chain",
     .coll = COLL_BROADCAST,
     .build = chain_broadcast_build,
+    .price = chain_broadcast_price,
 };

@@ -54,6 +54,7 @@ typedef struct {
     tl_coll_ctx_t *team_ctx;
     tl_team_desc_t team_desc;
     const tune_model_t *model;
+    int cores;                      /* fewest cores any rank may run on; 0: not known */
     coll_mem_t mem;
 } coll_env_t;
 
@@ -205,10 +206,12 @@ chorus_status_t coll_check_layout(const coll_args_t *a, const coll_env_t *env, c
 /*
  * An algorithm: a schedule builder, or (team_ops set) a variant of a
  * collective transport that runs the whole call on the node team, when that
- * team holds every rank. Each prices itself: the estimated seconds of a call
- * of bytes (coll_args_bytes) in env, with the cost model's primitives
- * (tuning/), or INFINITY where it cannot run; the selection table is built
- * from these prices.
+ * team holds every rank. A builder prices itself: the estimated seconds of a
+ * call of bytes (coll_args_bytes) in env, with the cost model's primitives
+ * (tuning/), or INFINITY where it cannot run or must not be chosen (the
+ * hierarchical ones where the ranks do not span nodes: they still run there
+ * when forced). A team variant is priced by its transport (coll_alg_price).
+ * The selection table (select.h) is built from these prices.
  */
 typedef struct coll_alg {
     const char *name;
@@ -219,6 +222,56 @@ typedef struct coll_alg {
     const tl_coll_ops_t *team_ops;
     int team_variant;
 } coll_alg_t;
+
+/* ---- prices (coll_price.c) ----------------------------------------------- */
+
+/*
+ * What alg estimates for a call of bytes in env: a builder's price, or for a
+ * team variant its transport's, where a node team serves every rank of the
+ * communicator in host memory (INFINITY otherwise).
+ */
+double coll_alg_price(const coll_alg_t *alg, const coll_env_t *env, size_t bytes);
+
+/* Whether one node team holds every rank of env (the team variants run there). */
+int coll_env_team_of_all(const coll_env_t *env);
+
+/* The shape of env's layout; without a layout, one node of unknown size (nnodes 0). */
+void coll_price_shape(const coll_env_t *env, tune_shape_t *shape_p);
+
+/*
+ * A flat algorithm's price: cost on env's model, in host memory. On several
+ * nodes the algorithm sees the node links its flows share (tune_flat_model;
+ * ring_shaped: its flows follow the ring); on one node with more ranks than
+ * cores, the ranks share the cores (tune_share).
+ */
+double coll_price_flat(const coll_env_t *env, tune_cost_fn_t cost, int ring_shaped,
+                       size_t bytes);
+/* ring_shaped of coll_price_flat. */
+#define COLL_FLOWS_RING 1   /* one flow per ring edge: ring, chain */
+#define COLL_FLOWS_NODE 0   /* every rank of a node at once: trees, recursive doubling */
+
+/*
+ * Where a hierarchical algorithm is priced: 1 with the layout's shape when
+ * the ranks span several nodes, some of them holding several ranks, in host
+ * memory. Otherwise 0 with *price_p set to what it costs there instead:
+ * nothing for one rank, INFINITY where it does not help or cannot run.
+ */
+int coll_price_hier(const coll_env_t *env, tune_shape_t *shape_p, double *price_p);
+
+/*
+ * A node-local stage of a hierarchical algorithm running coll on bytes on
+ * env's node team (env->team_ops set): the price of the cheapest variant.
+ */
+double coll_price_team(const coll_env_t *env, coll_type_t coll, double bytes);
+
+/*
+ * The cheapest variant of ops that runs coll (vform: its v-form) on a team
+ * described by desc, with its price in *price_p; -1 when none does. Every
+ * member prices the same call alike, so all choose the same one.
+ */
+int coll_team_variant(const tl_coll_ops_t *ops, const tl_coll_ctx_t *ctx,
+                      const tl_team_desc_t *desc, coll_type_t coll, size_t bytes, int vform,
+                      double *price_p);
 
 /*
  * The task of a call with alg: a schedule built and bound to port and
@@ -231,6 +284,12 @@ chorus_status_t coll_alg_task(const coll_alg_t *alg, const coll_args_t *args,
 
 /* The algorithm of coll called name (a builder, or a team variant of a built-in transport). */
 const coll_alg_t *coll_alg_find(coll_type_t coll, const char *name);
+/*
+ * The algorithms of coll: its builders in registry order, then the team
+ * variants of the built-in transports. Fills algs with at most max of them
+ * and returns how many there are (more than max: the rest were left out).
+ */
+int coll_alg_list(coll_type_t coll, const coll_alg_t **algs, int max);
 /* Every schedule builder, NULL-terminated. */
 extern const coll_alg_t *const coll_algs[];
 

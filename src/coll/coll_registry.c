@@ -54,6 +54,28 @@ static void team_algs_list(void)
     }
 }
 
+int coll_alg_list(coll_type_t coll, const coll_alg_t **algs, int max)
+{
+    int n = 0;
+
+    for (size_t i = 0; coll_algs[i] != NULL; i++) {
+        if (coll_algs[i]->coll != coll)
+            continue;
+        if (n < max)
+            algs[n] = coll_algs[i];
+        n++;
+    }
+    pthread_once(&team_algs_once, team_algs_list);
+    for (int i = 0; i < nteam_algs; i++) {
+        if (team_algs[i].coll != coll)
+            continue;
+        if (n < max)
+            algs[n] = &team_algs[i];
+        n++;
+    }
+    return n;
+}
+
 const coll_alg_t *coll_alg_find(coll_type_t coll, const char *name)
 {
     if (name == NULL)

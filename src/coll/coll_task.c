@@ -1,8 +1,6 @@
 /* The task of a call: a built schedule, or a collective on the node team; and team steps. */
 #include "coll/coll.h"
 
-#include <math.h>
-
 #include "util/log.h"
 
 /* The bytes a team call moves, as its transport prices them; v-forms by their blocks. */
@@ -17,39 +15,18 @@ static size_t team_call_bytes(const coll_args_t *a)
     return total * chorus_dtype_size(a->dtype);
 }
 
-/*
- * The cheapest variant of the team's transport that runs the call. Every
- * member prices the same call with the same description, so all choose the
- * same one.
- */
-static int team_variant(const coll_team_t *team, const coll_args_t *a)
-{
-    size_t bytes = team_call_bytes(a);
-    double best_cost = INFINITY;
-    int best = -1;
-
-    for (int v = 0; v < team->ops->nvariants; v++) {
-        double cost;
-
-        if (!tl_coll_variant_runs(team->ops, v, a->coll, team->desc.flags, a->counts != NULL))
-            continue;
-        cost = team->ops->price(team->ctx, &team->desc, v, a->coll, bytes);
-        if (best < 0 || cost < best_cost) {
-            best = v;
-            best_cost = cost;
-        }
-    }
-    return best;
-}
-
 long coll_sched_team(coll_sched_t *s, coll_team_t *team, const coll_args_t *args,
                      const long *deps, int ndeps)
 {
     chorus__task_t *task;
-    int variant;
+    double price;
+    int variant = -1;
     long idx;
 
-    if (team == NULL || team->team == NULL || (variant = team_variant(team, args)) < 0) {
+    if (team != NULL && team->team != NULL)
+        variant = coll_team_variant(team->ops, team->ctx, &team->desc, args->coll,
+                                    team_call_bytes(args), args->counts != NULL, &price);
+    if (variant < 0) {
         chorus_error("no team variant runs %s on %d ranks", coll_type_name(args->coll),
                      team != NULL ? team->desc.size : 0);
         return -1;

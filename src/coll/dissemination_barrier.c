@@ -43,8 +43,20 @@ static chorus_status_t dissemination_barrier_build(const coll_args_t *args,
     return CHORUS_OK;
 }
 
+static double dissemination_barrier_cost(const tune_model_t *m, double n, int p)
+{
+    (void)n;
+    return tune_log2_ceil(p) * m->alpha;
+}
+
+static double dissemination_barrier_price(const coll_env_t *env, size_t bytes)
+{
+    return coll_price_flat(env, dissemination_barrier_cost, COLL_FLOWS_NODE, bytes);
+}
+
 const coll_alg_t coll_dissemination_barrier = {
     .name = "dissemination",
     .coll = COLL_BARRIER,
     .build = dissemination_barrier_build,
+    .price = dissemination_barrier_price,
 };

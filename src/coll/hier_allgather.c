@@ -139,8 +139,39 @@ static chorus_status_t hier_allgather_build(const coll_args_t *args,
     return status;
 }
 
+/*
+ * n is the gathered result. Each rank sends its block to the other ranks
+ * of its node and to one rank on each other node, which passes it on chunk
+ * by chunk: each node link carries the node's blocks once per other node.
+ * On the node team the node-local part is its allgather of the result.
+ */
+static double hier_allgather_price(const coll_env_t *env, size_t bytes)
+{
+    const tune_model_t *m = env->model;
+    tune_shape_t s;
+    int p = env->nranks;
+    double price, n = (double)bytes, L, G, block, c, local, net, latency;
+
+    if (!coll_price_hier(env, &s, &price))
+        return price;
+    L = s.local_max;
+    G = s.nnodes;
+    block = n / p;
+    c = m->chunk_bytes ? (double)m->chunk_bytes : block;
+    local = (L - 1) * block * m->beta + (L - 1) * (p - L) / L * block * m->beta;
+    latency = (L - 1) * m->alpha;
+    if (env->team_ops != NULL) {
+        local = coll_price_team(env, COLL_ALLGATHER, n);
+        latency = 0.0;
+    }
+    net = (G - 1) * L * block * m->net_beta;
+    latency += (G - 1) * m->net_alpha;
+    return latency + tune_overlap(local, net, block > 0 ? c / block : 1.0);
+}
+
 const coll_alg_t coll_hier_allgather = {
     .name = "hier",
     .coll = COLL_ALLGATHER,
     .build = hier_allgather_build,
+    .price = hier_allgather_price,
 };

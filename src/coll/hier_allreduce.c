@@ -312,8 +312,44 @@ static chorus_status_t hier_allreduce_build(const coll_args_t *args,
     return status;
 }
 
+/*
+ * Node-local reduce-scatter into local_max shards, a ring among the nodes
+ * per shard (a rank on the emptiest node runs local_max / local_min of
+ * them, and each node link carries 2 (N-1)/N of the vector), node-local
+ * allgather. The stages run in segments of 2 chunks per shard and node, so
+ * the node's work hides behind the network's but for one segment. On the
+ * node team the node-local stages are its reduce-scatter and allgather.
+ */
+static double hier_allreduce_price(const coll_env_t *env, size_t bytes)
+{
+    const tune_model_t *m = env->model;
+    tune_shape_t s;
+    double price, n = (double)bytes, L, G, shard, rings, seg, local, net, fill, latency;
+
+    if (!coll_price_hier(env, &s, &price))
+        return price;
+    L = s.local_max;
+    G = s.nnodes;
+    shard = n / L;
+    rings = (s.local_max + (s.local_min > 0 ? s.local_min : 1) - 1) /
+            (s.local_min > 0 ? s.local_min : 1);
+    seg = (m->chunk_bytes ? (double)m->chunk_bytes : n) * L * G * 2;
+    local = 2.0 * (L - 1) * shard * m->beta + (L - 1) * shard * m->gamma;
+    latency = 2.0 * (L - 1) * m->alpha;
+    if (env->team_ops != NULL) {
+        local = coll_price_team(env, COLL_REDUCE_SCATTER, n) +
+                coll_price_team(env, COLL_ALLGATHER, n);
+        latency = 0.0;
+    }
+    net = 2.0 * (G - 1) / G * n * m->net_beta + (G - 1) / G * shard * rings * m->gamma;
+    fill = (local < net ? local : net) * (seg < n ? seg / n : 1.0);
+    latency += 2.0 * (G - 1) * rings * m->net_alpha;
+    return latency + (local > net ? local : net) + fill;
+}
+
 const coll_alg_t coll_hier_allreduce = {
     .name = "hier",
     .coll = COLL_ALLREDUCE,
     .build = hier_allreduce_build,
+    .price = hier_allreduce_price,
 };

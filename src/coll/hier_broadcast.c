@@ -165,8 +165,41 @@ static chorus_status_t hier_broadcast_build(const coll_args_t *args,
     return status;
 }
 
+/*
+ * The root's node cuts the vector into local_max pieces, each piece goes
+ * down a chain of nodes (the root's node link carries the vector once),
+ * and each node's holders pass their pieces on chunk by chunk. On the node
+ * teams the root's node broadcasts and the others allgather the pieces.
+ */
+static double hier_broadcast_price(const coll_env_t *env, size_t bytes)
+{
+    const tune_model_t *m = env->model;
+    tune_shape_t s;
+    double price, n = (double)bytes, L, G, piece, c, local, net, latency;
+
+    if (!coll_price_hier(env, &s, &price))
+        return price;
+    L = s.local_max;
+    G = s.nnodes;
+    piece = n / L;
+    c = (m->chunk_bytes == 0 || (double)m->chunk_bytes > piece) ? piece : (double)m->chunk_bytes;
+    local = 2.0 * (L - 1) * piece * m->beta;
+    latency = 2.0 * (L - 1) * m->alpha;
+    if (env->team_ops != NULL) {
+        local = coll_price_team(env, COLL_BROADCAST, n) +
+                coll_price_team(env, COLL_ALLGATHER, n);
+        latency = 0.0;
+    }
+    /* The pieces' chunks cross the root's node link in L flows at once. */
+    net = n * m->net_beta + (G - 2) * c * L * m->net_beta
+          + (c > 0 ? n / c / L : 0.0) * m->net_alpha;
+    latency += (G - 1) * m->net_alpha;
+    return latency + tune_overlap(local, net, piece > 0 ? c / piece : 1.0);
+}
+
 const coll_alg_t coll_hier_broadcast = {
     .name = "hier",
     .coll = COLL_BROADCAST,
     .build = hier_broadcast_build,
+    .price = hier_broadcast_price,
 };

@@ -203,8 +203,44 @@ static chorus_status_t hier_reduce_scatter_build(const coll_args_t *args,
     return status;
 }
 
+/*
+ * n is the whole input, p blocks. Each rank sends the blocks of its node's
+ * other ranks to them and the other nodes' blocks it does not reduce to the
+ * local rank that does; the reducers send one partial per block to its
+ * owner, so each node link carries the other nodes' blocks once. Both stages
+ * and the reductions run chunk by chunk, so they overlap but for one chunk.
+ * On the node team the node-local part is its reduce-scatter of the input,
+ * and each rank still reduces the other nodes' partials.
+ */
+static double hier_reduce_scatter_price(const coll_env_t *env, size_t bytes)
+{
+    const tune_model_t *m = env->model;
+    tune_shape_t s;
+    int p = env->nranks;
+    double price, n = (double)bytes, L, G, block, c, reduced, local, net, latency;
+
+    if (!coll_price_hier(env, &s, &price))
+        return price;
+    L = s.local_max;
+    G = s.nnodes;
+    block = n / p;
+    c = m->chunk_bytes ? (double)m->chunk_bytes : block;
+    reduced = (L - 1) * (p - L) / L + (L - 1) + (G - 1);
+    local = (L - 1) * block * m->beta + (L - 1) * (p - L) / L * block * m->beta
+            + reduced * block * m->gamma;
+    latency = (L - 1) * m->alpha;
+    if (env->team_ops != NULL) {
+        local = coll_price_team(env, COLL_REDUCE_SCATTER, n) + (G - 1) * block * m->gamma;
+        latency = 0.0;
+    }
+    net = (G - 1) * L * block * m->net_beta;
+    latency += (G - 1) * m->net_alpha;
+    return latency + tune_overlap(local, net, block > 0 ? c / block : 1.0);
+}
+
 const coll_alg_t coll_hier_reduce_scatter = {
     .name = "hier",
     .coll = COLL_REDUCE_SCATTER,
     .build = hier_reduce_scatter_build,
+    .price = hier_reduce_scatter_price,
 };

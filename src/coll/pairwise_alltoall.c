@@ -70,8 +70,20 @@ static chorus_status_t pairwise_alltoall_build(const coll_args_t *args,
     return pairwise_steps(args, sched, send, first);
 }
 
+/* n is one rank's whole send buffer: p-1 exchanges of one peer's block. */
+static double pairwise_alltoall_cost(const tune_model_t *m, double n, int p)
+{
+    return (p - 1) * (m->alpha + n / p * m->beta);
+}
+
+static double pairwise_alltoall_price(const coll_env_t *env, size_t bytes)
+{
+    return coll_price_flat(env, pairwise_alltoall_cost, COLL_FLOWS_NODE, bytes);
+}
+
 const coll_alg_t coll_pairwise_alltoall = {
     .name = "pairwise",
     .coll = COLL_ALLTOALL,
     .build = pairwise_alltoall_build,
+    .price = pairwise_alltoall_price,
 };

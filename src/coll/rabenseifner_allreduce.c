@@ -233,8 +233,24 @@ static chorus_status_t rabenseifner_allreduce_build(const coll_args_t *args,
     return rab_survivor(&b);
 }
 
+/* Recursive halving reduce-scatter, recursive doubling allgather. */
+static double rabenseifner_allreduce_cost(const tune_model_t *m, double n, int p)
+{
+    int p2 = 1 << tune_log2_floor(p);
+    double frac = (double)(p2 - 1) / p2;
+
+    return 2.0 * tune_log2_floor(p) * m->alpha + 2.0 * frac * n * m->beta + frac * n * m->gamma
+           + tune_fold_cost(m, n, p);
+}
+
+static double rabenseifner_allreduce_price(const coll_env_t *env, size_t bytes)
+{
+    return coll_price_flat(env, rabenseifner_allreduce_cost, COLL_FLOWS_NODE, bytes);
+}
+
 const coll_alg_t coll_rabenseifner_allreduce = {
     .name = "rabenseifner",
     .coll = COLL_ALLREDUCE,
     .build = rabenseifner_allreduce_build,
+    .price = rabenseifner_allreduce_price,
 };

@@ -166,8 +166,22 @@ static chorus_status_t rd_allreduce_build(const coll_args_t *args,
     return CHORUS_OK;
 }
 
+/* log2(p2) exchanges of the whole vector, each followed by a reduction. */
+static double rd_allreduce_cost(const tune_model_t *m, double n, int p)
+{
+    int steps = tune_log2_floor(p);
+
+    return steps * (m->alpha + n * m->beta + n * m->gamma) + tune_fold_cost(m, n, p);
+}
+
+static double rd_allreduce_price(const coll_env_t *env, size_t bytes)
+{
+    return coll_price_flat(env, rd_allreduce_cost, COLL_FLOWS_NODE, bytes);
+}
+
 const coll_alg_t coll_rd_allreduce = {
     .name = "rd",
     .coll = COLL_ALLREDUCE,
     .build = rd_allreduce_build,
+    .price = rd_allreduce_price,
 };

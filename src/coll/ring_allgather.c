@@ -79,8 +79,20 @@ static chorus_status_t ring_allgather_build(const coll_args_t *args,
     return status;
 }
 
+/* n is the gathered result: p-1 steps of one rank's block, n/p. */
+static double ring_allgather_cost(const tune_model_t *m, double n, int p)
+{
+    return (p - 1) * (m->alpha + n / p * m->beta);
+}
+
+static double ring_allgather_price(const coll_env_t *env, size_t bytes)
+{
+    return coll_price_flat(env, ring_allgather_cost, COLL_FLOWS_RING, bytes);
+}
+
 const coll_alg_t coll_ring_allgather = {
     .name = "ring",
     .coll = COLL_ALLGATHER,
     .build = ring_allgather_build,
+    .price = ring_allgather_price,
 };

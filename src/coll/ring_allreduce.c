@@ -241,8 +241,22 @@ static chorus_status_t ring_allreduce_build(const coll_args_t *args,
     return ring_ar_run(&st, -1);
 }
 
+/* Reduce-scatter then allgather around the ring, n/p bytes per step. */
+static double ring_allreduce_cost(const tune_model_t *m, double n, int p)
+{
+    double frac = (double)(p - 1) / p;
+
+    return 2.0 * (p - 1) * m->alpha + 2.0 * frac * n * m->beta + frac * n * m->gamma;
+}
+
+static double ring_allreduce_price(const coll_env_t *env, size_t bytes)
+{
+    return coll_price_flat(env, ring_allreduce_cost, COLL_FLOWS_RING, bytes);
+}
+
 const coll_alg_t coll_ring_allreduce = {
     .name = "ring",
     .coll = COLL_ALLREDUCE,
     .build = ring_allreduce_build,
+    .price = ring_allreduce_price,
 };

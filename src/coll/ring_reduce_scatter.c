@@ -125,8 +125,20 @@ static chorus_status_t ring_reduce_scatter_build(const coll_args_t *args,
     return status;
 }
 
+/* n is the whole input: p-1 steps, each receiving and reducing one block. */
+static double ring_reduce_scatter_cost(const tune_model_t *m, double n, int p)
+{
+    return (p - 1) * (m->alpha + n / p * (m->beta + m->gamma));
+}
+
+static double ring_reduce_scatter_price(const coll_env_t *env, size_t bytes)
+{
+    return coll_price_flat(env, ring_reduce_scatter_cost, COLL_FLOWS_RING, bytes);
+}
+
 const coll_alg_t coll_ring_reduce_scatter = {
     .name = "ring",
     .coll = COLL_REDUCE_SCATTER,
     .build = ring_reduce_scatter_build,
+    .price = ring_reduce_scatter_price,
 };

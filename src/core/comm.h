@@ -14,8 +14,8 @@
 
 #include "chorus.h"
 #include "coll/coll.h"
+#include "coll/select.h"
 #include "core/context.h"
-#include "tuning/select.h"
 
 typedef struct chorus__stall chorus__stall_t;   /* stall.c */
 
@@ -52,10 +52,11 @@ struct chorus_comm {
     int local_rank;
     int local_size;
     topo_layout_t *layout;      /* which of its ranks share a node */
-    tune_table_t *tune;
+    coll_select_t *select;      /* the algorithm of each call */
 
     /* What the algorithms see: layout, node team, the model. */
     coll_env_t env;
+    tune_model_t model;         /* env.model points here */
     coll_team_t node_team;      /* env.node_team points here when a collective transport serves the node */
     int *node_members;          /* [local_size]: the ranks of this rank's node, ascending */
     int cores;                  /* fewest cores any rank may run on (agreed at creation) */

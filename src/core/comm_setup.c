@@ -10,6 +10,7 @@
 
 #include "core/comm.h"
 #include "topology/topo.h"
+#include "tuning/tune_config.h"
 #include "util/log.h"
 
 /* Team flag bits every rank votes on, per collective transport. */
@@ -226,27 +227,26 @@ static void setup_log_tune(chorus_comm_t comm)
     if (f == NULL)
         return;
     topo_layout_print(f, comm->layout, NULL, "");
-    tune_table_print(f, comm->tune);
+    coll_select_print(f, comm->select);
     fclose(f);
     for (line = strtok_r(text, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save))
         chorus_debug("%s", line);
     free(text);
 }
 
+/* The model, then the table every rank builds alike from the prices in the agreed env. */
 static chorus_status_t setup_tune(chorus_comm_t comm)
 {
     tune_config_t tcfg;
-    tune_spread_t spread;
-    tune_node_t node;
     chorus_status_t status = chorus__config_read(&tune_config_table, &tcfg);
-    int node_local = comm->env.node_team != NULL && comm->local_size == comm->size;
 
+    if (status == CHORUS_OK)
+        status = tune_model_from_config(&tcfg, comm->ctx->cfg.chunk_bytes, &comm->model);
     if (status != CHORUS_OK)
         return status;
-    tune_spread_of(comm->layout, &spread);
-    node = (tune_node_t){.cma = (comm->env.team_desc.flags >> 1) & 1u, .cores = comm->cores};
-    status = tune_table_create_job(&tcfg, comm->size, comm->ctx->cfg.chunk_bytes,
-                                   node_local ? &node : NULL, &spread, &comm->tune);
+    comm->env.model = &comm->model;
+    comm->env.cores = comm->cores;
+    status = coll_select_create(&comm->env, tcfg.tune.s, &comm->select);
     if (status == CHORUS_OK && comm->rank == 0 && chorus_log_enabled(CHORUS_LOG_DEBUG))
         setup_log_tune(comm);
     return status;
@@ -273,6 +273,6 @@ void chorus__comm_teardown(chorus_comm_t comm)
     if (comm->env.node_team != NULL)
         comm->node_team.ops->team_destroy(comm->node_team.team);
     comm->env.node_team = NULL;
-    tune_table_destroy(comm->tune);
-    comm->tune = NULL;
+    coll_select_destroy(comm->select);
+    comm->select = NULL;
 }

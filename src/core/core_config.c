@@ -6,7 +6,7 @@
 #include "topology/topo.h"
 #include "transports/base/team.h"
 #include "transports/base/transport.h"
-#include "tuning/select.h"
+#include "tuning/tune_config.h"
 #include "util/log.h"
 
 static const chorus__config_var_t core_vars[] = {

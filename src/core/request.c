@@ -28,13 +28,13 @@
 /* The selection table's algorithm for args (logged and NULL when there is none). */
 static const coll_alg_t *call_select(chorus_comm_t comm, const coll_args_t *args)
 {
-    const char *name = tune_table_lookup(comm->tune, (tune_coll_t)args->coll,
-                                         coll_args_bytes(args));
-    const coll_alg_t *alg = name ? coll_alg_find(args->coll, name) : NULL;
+    const coll_alg_t *alg = coll_select_lookup(comm->select, args->coll, args->mem,
+                                               coll_args_bytes(args));
 
     if (alg == NULL)
-        chorus_error("rank %d: no algorithm '%s' for %s", comm->rank, name ? name : "(none)",
-                     coll_type_name(args->coll));
+        chorus_error("rank %d: no algorithm runs %s of %zu bytes in %s memory", comm->rank,
+                     coll_type_name(args->coll), coll_args_bytes(args),
+                     coll_mem_name(args->mem) ? coll_mem_name(args->mem) : "unknown");
     return alg;
 }
 
@@ -239,7 +239,7 @@ chorus_status_t chorus__call(chorus_comm_t comm, const coll_args_t *args, int bl
         return status;
     alg = call_select(comm, args);
     if (alg == NULL)
-        return CHORUS_ERR_INTERNAL;
+        return CHORUS_ERR_UNSUPPORTED;
     return call_post(comm, args, alg, blocking, 0, req_p);
 }
 

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "chorus.h"
+#include "coll/select.h"
 #include "config.h"
 #include "core/core_config.h"
 #include "reduce/reduce.h"
@@ -18,8 +19,7 @@
 #include "topology/topo.h"
 #include "transports/base/team.h"
 #include "transports/base/transport.h"
-#include "transports/shm/shm.h"
-#include "tuning/select.h"
+#include "tuning/tune_config.h"
 #include "util/log.h"
 
 static void usage(FILE *out)
@@ -63,52 +63,101 @@ static void print_summary(void)
     printf("\n");
 }
 
-/* The job's nodes as a LIST gives them: the layout printed, and its shape for the model. */
-static int tune_layout(const char *list, int *ranks, tune_spread_t *spread)
+/*
+ * The layout --tune prices: LIST's nodes (printed), one node of ranks, or
+ * none for one rank on each of many nodes (*layout_p NULL; the model then
+ * has one link between every pair). Returns 0, or the exit status.
+ */
+static int tune_layout(const char *list, int node_local, int *ranks, topo_layout_t **layout_p)
 {
-    topo_layout_t *l;
     char shape[256];
+    int *node_of;
+    chorus_status_t status;
 
-    if (topo_layout_parse(list, &l) != CHORUS_OK)
-        return 1;
-    *ranks = l->size;
-    tune_spread_of(l, spread);
-    topo_layout_shape(l, shape, sizeof(shape));
+    *layout_p = NULL;
+    if (list == NULL && !node_local)
+        return 0;
+    if (list == NULL) {
+        node_of = calloc((size_t)*ranks, sizeof(*node_of));
+        status = node_of != NULL ? topo_layout_from_nodes(node_of, *ranks, layout_p)
+                                 : CHORUS_ERR_NO_MEMORY;
+        free(node_of);
+        return status == CHORUS_OK ? 0 : 1;
+    }
+    if (topo_layout_parse(list, layout_p) != CHORUS_OK)
+        return 2;
+    *ranks = (*layout_p)->size;
+    topo_layout_shape(*layout_p, shape, sizeof(shape));
     printf("# %d ranks on %d nodes (ranks per node %s), consecutive ranks sharing a node\n",
-           l->size, l->nnodes, shape);
-    topo_layout_print(stdout, l, NULL, "#   ");
-    topo_layout_free(l);
+           *ranks, (*layout_p)->nnodes, shape);
+    topo_layout_print(stdout, *layout_p, NULL, "#   ");
     return 0;
+}
+
+/*
+ * A node team as a communicator on one node would have it: the first
+ * collective transport that is on, with every capability its variants need
+ * assumed to work (a communicator checks them when it is created). *ctx_p
+ * is its context (to destroy), or NULL where none is on. Fails when a
+ * transport's variable does not parse (the message names it).
+ */
+static chorus_status_t tune_team(coll_env_t *env, int size, tl_coll_ctx_t **ctx_p)
+{
+    tl_coll_ctx_params_t params = {.rank = 0, .size = size};
+
+    *ctx_p = NULL;
+    for (int i = 0; tl_coll_all[i] != NULL; i++) {
+        const tl_coll_ops_t *ops = tl_coll_all[i];
+        uint32_t flags = TL_TEAM_OK;
+        chorus_status_t status = ops->ctx_create(&params, ctx_p);
+
+        if (status != CHORUS_OK)
+            return status;
+        if (*ctx_p == NULL)
+            continue;
+        for (int v = 0; v < ops->nvariants; v++)
+            flags |= ops->variants[v].needs;
+        env->team_ops = ops;
+        env->team_ctx = *ctx_p;
+        env->team_desc = (tl_team_desc_t){.size = size, .cores = env->cores, .flags = flags};
+        return CHORUS_OK;
+    }
+    return CHORUS_OK;
 }
 
 static int print_tune(int ranks, int node_local, const char *list)
 {
     chorus__core_config_t core;
     tune_config_t tcfg;
-    shm_config_t scfg;
-    tune_node_t node;
-    tune_spread_t spread = {0};
-    tune_table_t *table;
+    tune_model_t model;
+    topo_layout_t *layout;
+    tl_coll_ctx_t *team_ctx = NULL;
+    coll_select_t *sel;
+    coll_env_t env;
+    int rc;
 
     if (chorus__config_read(&chorus__core_config_table, &core) != CHORUS_OK ||
         chorus__config_read(&tune_config_table, &tcfg) != CHORUS_OK ||
-        chorus__config_read(&shm_config_table, &scfg) != CHORUS_OK)
+        tune_model_from_config(&tcfg, core.chunk_bytes, &model) != CHORUS_OK)
         return 1;
-    /* As a communicator whose ranks share this node sees it when single copy works. */
-    node.cma = scfg.cma;
-    node.slot_bytes = scfg.slot_bytes;
-    node.cores = tune_usable_cores();
-    if (list != NULL && tune_layout(list, &ranks, &spread) != 0)
-        return 2;
-    if (spread.nnodes == 1)
-        node_local = 1;
-    if (tune_table_create_job(&tcfg, ranks, core.chunk_bytes,
-                              node_local && scfg.enabled ? &node : NULL, &spread,
-                              &table) != CHORUS_OK)
-        return 1;
-    tune_table_print(stdout, table);
-    tune_table_destroy(table);
-    return 0;
+    rc = tune_layout(list, node_local, &ranks, &layout);
+    if (rc != 0)
+        return rc;
+    env = (coll_env_t){.nranks = ranks, .layout = layout, .model = &model,
+                       .cores = tune_usable_cores(), .mem = COLL_MEM_HOST};
+    /* Where every rank shares one node, the node team runs whole calls. */
+    rc = layout != NULL && layout->nnodes == 1 && ranks > 1 &&
+         tune_team(&env, ranks, &team_ctx) != CHORUS_OK;
+    if (rc == 0)
+        rc = coll_select_create(&env, tcfg.tune.s, &sel) == CHORUS_OK ? 0 : 1;
+    if (rc == 0) {
+        coll_select_print(stdout, sel);
+        coll_select_destroy(sel);
+    }
+    if (team_ctx != NULL)
+        env.team_ops->ctx_destroy(team_ctx);
+    topo_layout_free(layout);
+    return rc;
 }
 
 /* file: a topology file named on the command line, else NULL for the configured map. */
