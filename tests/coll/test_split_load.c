@@ -49,7 +49,7 @@ static void run_ranks(int nranks, harness_rank_fn fn, void *arg, int tcp, const 
 
 #define THREADS 4
 #define THREAD_RANKS 4
-#define THREAD_CALLS 120
+#define THREAD_CALLS 300
 
 static const size_t thread_counts[] = {1, 7, 64, 1000, 4099, 65536, 262147};
 #define NCOUNTS (sizeof(thread_counts) / sizeof(thread_counts[0]))
