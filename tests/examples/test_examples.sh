@@ -1,10 +1,11 @@
 #!/bin/sh
 # A user's program against the installed-style library: under chorus-run -n 5,
 # under torchrun-style variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT),
-# and, when an MPI was found, an MPI program under mpirun -np 4.
+# and, when an MPI was found, an MPI program under mpirun -np 4. Then a
+# program that splits its communicator in two halves, under chorus-run -n 5.
 #
-# Environment: HELLO (the example binary), CHORUS_RUN, and optionally
-# MPI_EXAMPLE and MPIRUN.
+# Environment: HELLO and SPLIT_HALVES (the example binaries), CHORUS_RUN, and
+# optionally MPI_EXAMPLE and MPIRUN.
 set -u
 . "$(dirname "$0")/../lib/checks.sh"
 checks_begin test_examples
@@ -39,5 +40,18 @@ if [ -n "${MPI_EXAMPLE:-}" ]; then
     check "chorus matches MPI" grep -q "matches MPI" "$TMP/mpi"
     [ "$rc" -eq 0 ] || tail -n 20 "$TMP/mpi"
 fi
-[ "$FAILED" -eq 0 ] || cat "$TMP/run"
+
+# Halves by rank % 2: ranks 0, 2, 4 sum 1 + 3 + 5, ranks 1, 3 sum 2 + 4.
+timeout -k 5 60 "$CHORUS_RUN" -n 5 "$SPLIT_HALVES" > "$TMP/split" 2>&1
+rc=$?
+check "split_halves under chorus-run -n 5 exits 0 (got $rc)" [ "$rc" -eq 0 ]
+for line in "rank 0 of 5: half 0, rank 0 of 3, sum 9: ok" \
+            "rank 1 of 5: half 1, rank 0 of 2, sum 6: ok" \
+            "rank 2 of 5: half 0, rank 1 of 3, sum 9: ok" \
+            "rank 3 of 5: half 1, rank 1 of 2, sum 6: ok" \
+            "rank 4 of 5: half 0, rank 2 of 3, sum 9: ok"; do
+    check "split_halves prints '$line'" grep -qF "$line" "$TMP/split"
+done
+check "split_halves prints five results" [ "$(grep -c ': ok$' "$TMP/split")" -eq 5 ]
+[ "$FAILED" -eq 0 ] || cat "$TMP/run" "$TMP/split"
 checks_end
