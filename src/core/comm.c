@@ -329,25 +329,26 @@ static chorus_status_t split_members(chorus_comm_t comm, const split_card_t *all
     return CHORUS_OK;
 }
 
-static chorus_status_t split_check(chorus_comm_t comm, int color, chorus_comm_t *newcomm_p)
+static chorus_status_t split_check(const char *fn, chorus_comm_t comm, int color,
+                                   chorus_comm_t *newcomm_p)
 {
     if (comm == NULL || newcomm_p == NULL) {
-        chorus_error("chorus_comm_split: invalid argument %s=NULL",
-                     comm == NULL ? "comm" : "newcomm_p");
+        chorus_error("%s: invalid argument %s=NULL", fn, comm == NULL ? "comm" : "newcomm_p");
         return CHORUS_ERR_INVALID_ARG;
     }
     if (color < 0 && color != CHORUS_UNDEFINED) {
-        chorus_error("chorus_comm_split: invalid argument color=%d: must be 0 or more, or "
-                     "CHORUS_UNDEFINED", color);
+        chorus_error("%s: invalid argument color=%d: must be 0 or more, or CHORUS_UNDEFINED",
+                     fn, color);
         return CHORUS_ERR_INVALID_ARG;
     }
     return chorus__ctx_error(comm->ctx);
 }
 
-chorus_status_t chorus_comm_split(chorus_comm_t comm, int color, int key,
+/* chorus_comm_split, with fn naming the public call in messages. */
+static chorus_status_t comm_split(const char *fn, chorus_comm_t comm, int color, int key,
                                   chorus_comm_t *newcomm_p)
 {
-    chorus_status_t status = split_check(comm, color, newcomm_p);
+    chorus_status_t status = split_check(fn, comm, color, newcomm_p);
     coll_args_t a = {.coll = COLL_ALLGATHER, .count = 3, .dtype = CHORUS_INT64,
                      .op = CHORUS_SUM};
     split_card_t mine, *all;
@@ -395,13 +396,15 @@ chorus_status_t chorus_comm_split(chorus_comm_t comm, int color, int key,
     return status;
 }
 
+chorus_status_t chorus_comm_split(chorus_comm_t comm, int color, int key,
+                                  chorus_comm_t *newcomm_p)
+{
+    return comm_split(__func__, comm, color, key, newcomm_p);
+}
+
 chorus_status_t chorus_comm_dup(chorus_comm_t comm, chorus_comm_t *newcomm_p)
 {
-    if (comm == NULL) {
-        chorus_error("chorus_comm_dup: invalid argument comm=NULL");
-        return CHORUS_ERR_INVALID_ARG;
-    }
-    return chorus_comm_split(comm, 0, comm->rank, newcomm_p);
+    return comm_split(__func__, comm, 0, comm != NULL ? comm->rank : 0, newcomm_p);
 }
 
 /* ---- destroy, abort, queries ---------------------------------------------- */
