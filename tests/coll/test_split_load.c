@@ -18,7 +18,7 @@
 
 /* Exit codes of the rank functions; the harness keeps 100 to 102 for itself. */
 enum { RC_OK = 0, RC_SPLIT = 20, RC_CALL = 24, RC_RESULT = 25, RC_DESTROY = 26,
-       RC_NO_MEMORY = 27, RC_THREADS = 30, RC_SOCKETS = 31, RC_FDS = 32 };
+       RC_NO_MEMORY = 27, RC_THREADS = 30, RC_SOCKETS = 31, RC_FDS = 32, RC_MAPS = 33 };
 
 static const char *const rc_help =
     "20: split or dup failed, 24: a call failed, 25: wrong result, 26: destroy failed, "
@@ -204,8 +204,11 @@ ParameterizedTest(int *tcp, split_load, four_threads_four_dups, .timeout = 300)
 
 #define RES_MAX_SOCKS 64
 
+/* What a node team maps: the members' shared-memory regions (memfds named so). */
+#define RES_SHM_NAME "memfd:chorus-shm"
+
 typedef struct {
-    int threads, tcp, fds;
+    int threads, tcp, fds, maps;
     proc_tcp_sock_t socks[RES_MAX_SOCKS];
 } res_t;
 
@@ -228,6 +231,7 @@ static void res_take(res_t *r)
     r->threads = proc_thread_count();
     r->tcp = proc_tcp_sockets(r->socks, RES_MAX_SOCKS);
     r->fds = fd_count();
+    r->maps = proc_mappings_named(RES_SHM_NAME);
 }
 
 static void res_print_socks(const res_t *r, int rank, const char *when)
@@ -237,21 +241,25 @@ static void res_print_socks(const res_t *r, int rank, const char *when)
                 r->socks[i].local_port, r->socks[i].remote_port, r->socks[i].state);
 }
 
-/* Compare with base; descriptors only when fds is set (a team's memory is a descriptor). */
-static int res_compare(const res_t *base, int rank, const char *when, int fds)
+/*
+ * Compare with base; once the splits are destroyed (gone set), also the
+ * descriptors and the shared-memory mappings their teams held.
+ */
+static int res_compare(const res_t *base, int rank, const char *when, int gone)
 {
     res_t now;
 
     res_take(&now);
     if (now.threads != base->threads || now.tcp != base->tcp ||
-        (fds && now.fds != base->fds)) {
-        fprintf(stderr, "rank %d %s: %d threads, %d TCP sockets, %d descriptors; before the "
-                "splits %d, %d and %d\n", rank, when, now.threads, now.tcp, now.fds,
-                base->threads, base->tcp, base->fds);
+        (gone && (now.fds != base->fds || now.maps != base->maps))) {
+        fprintf(stderr, "rank %d %s: %d threads, %d TCP sockets, %d descriptors, %d "
+                "shared-memory mappings; before the splits %d, %d, %d and %d\n", rank, when,
+                now.threads, now.tcp, now.fds, now.maps, base->threads, base->tcp, base->fds,
+                base->maps);
         res_print_socks(base, rank, "before");
         res_print_socks(&now, rank, "now");
         return now.threads != base->threads ? RC_THREADS : now.tcp != base->tcp ? RC_SOCKETS
-                                                                                 : RC_FDS;
+               : now.fds != base->fds ? RC_FDS : RC_MAPS;
     }
     return RC_OK;
 }

@@ -103,3 +103,17 @@ long proc_vm_hwm_kib(void)
     fclose(f);
     return kib;
 }
+
+int proc_mappings_named(const char *name)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[512];
+    int n = 0;
+
+    if (f == NULL)
+        return -1;
+    while (fgets(line, sizeof(line), f) != NULL)
+        n += strstr(line, name) != NULL;
+    fclose(f);
+    return n;
+}

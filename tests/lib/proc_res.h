@@ -30,4 +30,7 @@ int proc_tcp_sockets(proc_tcp_sock_t *out, int max);
 /* Peak resident memory (VmHWM) of this process in KiB, or -1. */
 long proc_vm_hwm_kib(void);
 
+/* Mappings of this process whose line in /proc/self/maps holds name, or -1. */
+int proc_mappings_named(const char *name);
+
 #endif
