@@ -3,7 +3,10 @@
  *
  * Until its deadline every rank draws the same random case from (seed,
  * iteration): collective, dtype, op, size (0..SOAK_MAX_BYTES bytes,
- * log-uniform), root, in or out of place, blocking or not. It runs the case
+ * log-uniform), root, in or out of place, blocking or not, and the
+ * communicator: the job's, a duplicate of it, or a half of it (split by
+ * rank parity or by rank order, made anew every SOAK_RESPLIT iterations, so
+ * that communicators are created and destroyed all along). It runs the case
  * and checks every element exactly (tests/coll/expect.h), and the bytes just
  * past the result must be left alone. Every SOAK_SAMPLE_S seconds it samples
  * its resident set (/proc/self/statm) and its open descriptors (/proc/self/fd).
@@ -63,8 +66,16 @@ typedef struct {
     size_t max_bytes;
 } soak_opts_t;
 
+/* Communicators a case runs on: the job's, a duplicate, a half (made anew now and then). */
+typedef enum { V_WORLD, V_DUP, V_HALF, V_COUNT } s_view_t;
+static const char *const v_names[] = {"world", "dup", "half"};
+
+/* Iterations between two splits of the job into halves. */
+#define SOAK_RESPLIT 256
+
 typedef struct {
     s_coll_t coll;
+    s_view_t view;
     chorus_dtype_t dtype;
     chorus_op_t op;
     size_t count;           /* per rank for allgather, reduce_scatter, alltoall */
@@ -72,7 +83,15 @@ typedef struct {
 } soak_case_t;
 
 typedef struct {
+    chorus_comm_t comm;
     int rank, size;
+} soak_view_t;
+
+typedef struct {
+    int rank, size;         /* in the communicator of the case being run */
+    int world_rank;
+    soak_view_t views[V_COUNT];
+    uint64_t splits;        /* halves made */
     char *send, *recv, *want;
     size_t cap;             /* bytes of each buffer */
     uint64_t calls, per_coll[S_COUNT], nonblocking, in_place, bytes, wrong, errors;
@@ -247,14 +266,20 @@ static uint64_t splitmix64(uint64_t *state)
     return z ^ (z >> 31);
 }
 
-static void draw_case(uint64_t seed, uint64_t iter, int size, size_t max_bytes, soak_case_t *c)
+/* sizes[v]: ranks of view v on this rank (the halves may differ in size). */
+static void draw_case(uint64_t seed, uint64_t iter, const soak_view_t *views, size_t max_bytes,
+                      soak_case_t *c)
 {
     uint64_t st = seed * 0x2545f4914f6cdd1dull + iter;
     double u;
     size_t bytes, count, es;
+    int size;
 
     memset(c, 0, sizeof(*c));
     c->coll = (s_coll_t)(splitmix64(&st) % S_COUNT);
+    /* Three cases in five on the job's communicator, one on each of the others. */
+    c->view = (s_view_t)((splitmix64(&st) % 5 + 2) / 2 - 1);
+    size = views[c->view].size;
     c->dtype = (chorus_dtype_t)(splitmix64(&st) % CHORUS_DTYPE_COUNT);
     c->op = (chorus_op_t)(splitmix64(&st) % CHORUS_OP_COUNT);
     c->root = (int)(splitmix64(&st) % (uint64_t)size);
@@ -278,8 +303,9 @@ static int reducing(s_coll_t coll)
 static void case_label(const soak_t *s, const soak_case_t *c, uint64_t iter, char *buf,
                        size_t len)
 {
-    snprintf(buf, len, "rank %d/%d iteration %" PRIu64 ": %s %s %s count %zu root %d %s %s",
-             s->rank, s->size, iter, s_names[c->coll], chorus_dtype_name(c->dtype),
+    snprintf(buf, len, "rank %d/%d of %s, iteration %" PRIu64 ": %s %s %s count %zu root %d "
+             "%s %s", s->rank, s->size, v_names[c->view], iter, s_names[c->coll],
+             chorus_dtype_name(c->dtype),
              reducing(c->coll) ? chorus_op_name(c->op) : "-", c->count, c->root,
              c->in_place ? "in-place" : "out-of-place",
              c->nonblocking ? "non-blocking" : "blocking");
@@ -468,17 +494,46 @@ static int agree_stop(soak_t *s, chorus_comm_t comm, int mine)
     return flag;
 }
 
-static void soak_loop(soak_t *s, chorus_comm_t comm, const soak_opts_t *o)
+/* Make (or make anew) the half this rank is in: by parity on even splits, by order on odd. */
+static int resplit(soak_t *s)
+{
+    soak_view_t *world = &s->views[V_WORLD], *half = &s->views[V_HALF];
+    int color = s->splits % 2 ? world->rank < world->size / 2 : world->rank % 2;
+    chorus_status_t status = CHORUS_OK;
+
+    if (half->comm != NULL)
+        status = chorus_comm_destroy(half->comm);
+    half->comm = NULL;
+    if (status == CHORUS_OK)
+        status = chorus_comm_split(world->comm, color, world->rank, &half->comm);
+    if (status != CHORUS_OK) {
+        fprintf(stderr, "soak: rank %d: split %" PRIu64 " of the job: %s\n", s->world_rank,
+                s->splits, chorus_status_string(status));
+        s->errors++;
+        return -1;
+    }
+    half->rank = chorus_comm_rank(half->comm);
+    half->size = chorus_comm_size(half->comm);
+    s->splits++;
+    return 0;
+}
+
+static void soak_loop(soak_t *s, const soak_opts_t *o)
 {
     double start = now_s(), next_sample = start + o->sample_s;
+    chorus_comm_t comm = s->views[V_WORLD].comm;
     soak_case_t c;
     int stop = 0;
 
     for (uint64_t iter = 0; stop == 0; iter++) {
         double now;
 
-        draw_case(o->seed, iter, s->size, o->max_bytes, &c);
-        if (run_case(s, &c, comm, iter) != 0)
+        if (iter % SOAK_RESPLIT == SOAK_RESPLIT - 1 && resplit(s) != 0)
+            return;
+        draw_case(o->seed, iter, s->views, o->max_bytes, &c);
+        s->rank = s->views[c.view].rank;
+        s->size = s->views[c.view].size;
+        if (run_case(s, &c, s->views[c.view].comm, iter) != 0)
             return;
         now = now_s();
         if (now >= next_sample) {
@@ -489,6 +544,8 @@ static void soak_loop(soak_t *s, chorus_comm_t comm, const soak_opts_t *o)
     }
     if (stop < 0)
         return;
+    s->rank = s->world_rank;
+    s->size = s->views[V_WORLD].size;
     /* Sample before the barrier: a rank that finished may close its connections. */
     sample(s, now_s() - start, o);
     if (chorus_barrier(comm, NULL) != CHORUS_OK) {
@@ -512,9 +569,9 @@ static int report(const soak_t *s, const soak_opts_t *o)
     printf("soak: rank %d/%d: %" PRIu64 " calls (", s->rank, s->size, s->calls);
     for (int k = 0; k < S_COUNT; k++)
         printf("%s%s %" PRIu64, k ? ", " : "", s_names[k], s->per_coll[k]);
-    printf("; %" PRIu64 " non-blocking, %" PRIu64 " in place), %.1f MiB, %" PRIu64
-           " wrong, %" PRIu64 " errors\n", s->nonblocking, s->in_place,
-           (double)s->bytes / 1048576.0, s->wrong, s->errors);
+    printf("; %" PRIu64 " non-blocking, %" PRIu64 " in place; %" PRIu64 " halves split), "
+           "%.1f MiB, %" PRIu64 " wrong, %" PRIu64 " errors\n", s->nonblocking, s->in_place,
+           s->splits, (double)s->bytes / 1048576.0, s->wrong, s->errors);
     printf("soak: rank %d/%d: rss %ld KiB at start, high %ld KiB after the %.0f s warmup, "
            "high %ld KiB at the end, %ld KiB last (drift %+.2f %%%s); fds %d -> %d\n",
            s->rank, s->size, s->rss_first, warm, o->warmup_s, last, s->rss_end, drift,
@@ -555,29 +612,72 @@ static int soak_alloc(soak_t *s, size_t max_bytes)
     return 0;
 }
 
+/*
+ * The job's communicator, its duplicate and a first half. Every pair of ranks
+ * exchanges once (an alltoall) before the descriptors are first counted, so
+ * that connections a transport opens on first use are already there.
+ */
+static int soak_views(soak_t *s)
+{
+    soak_view_t *world = &s->views[V_WORLD], *dup = &s->views[V_DUP];
+    chorus_status_t status = chorus_comm_create_from_env(&world->comm);
+    int32_t *a2a;
+
+    if (status != CHORUS_OK) {
+        fprintf(stderr, "soak: chorus_comm_create_from_env: %s\n", chorus_status_string(status));
+        return -1;
+    }
+    world->rank = s->rank = s->world_rank = chorus_comm_rank(world->comm);
+    world->size = s->size = chorus_comm_size(world->comm);
+    if (s->size > 64) {
+        fprintf(stderr, "soak: %d ranks; the expected values are exact for up to 64\n", s->size);
+        return -1;
+    }
+    status = chorus_comm_dup(world->comm, &dup->comm);
+    if (status == CHORUS_OK) {
+        dup->rank = chorus_comm_rank(dup->comm);
+        dup->size = chorus_comm_size(dup->comm);
+    }
+    a2a = calloc((size_t)s->size, sizeof(*a2a));
+    if (status == CHORUS_OK)
+        status = a2a != NULL ? chorus_alltoall(a2a, a2a, 1, CHORUS_INT32, world->comm, NULL)
+                             : CHORUS_ERR_NO_MEMORY;
+    free(a2a);
+    if (status != CHORUS_OK) {
+        fprintf(stderr, "soak: rank %d: setting up the communicators: %s\n", s->rank,
+                chorus_status_string(status));
+        return -1;
+    }
+    return resplit(s);
+}
+
+static int soak_destroy_views(soak_t *s, int rc)
+{
+    for (int v = V_COUNT - 1; v >= 0; v--) {
+        chorus_status_t status;
+
+        if (s->views[v].comm == NULL)
+            continue;
+        status = chorus_comm_destroy(s->views[v].comm);
+        if (status != CHORUS_OK && rc == 0) {
+            fprintf(stderr, "soak: rank %d: chorus_comm_destroy (%s): %s\n", s->world_rank,
+                    v_names[v], chorus_status_string(status));
+            rc = 1;
+        }
+    }
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     soak_opts_t o;
     soak_t s = {.rss_first = -1};
-    chorus_comm_t comm;
-    chorus_status_t status;
     int rc = 1;
 
     read_opts(argc, argv, &o);
-    status = chorus_comm_create_from_env(&comm);
-    if (status != CHORUS_OK) {
-        fprintf(stderr, "soak: chorus_comm_create_from_env: %s\n", chorus_status_string(status));
-        return 1;
-    }
-    s.rank = chorus_comm_rank(comm);
-    s.size = chorus_comm_size(comm);
-    if (s.size > 64) {
-        fprintf(stderr, "soak: %d ranks; the expected values are exact for up to 64\n", s.size);
+    if (soak_views(&s) != 0 || soak_alloc(&s, o.max_bytes) != 0)
         goto out;
-    }
-    if (soak_alloc(&s, o.max_bytes) != 0)
-        goto out;
-    if (chorus_barrier(comm, NULL) != CHORUS_OK) {
+    if (chorus_barrier(s.views[V_WORLD].comm, NULL) != CHORUS_OK) {
         fprintf(stderr, "soak: rank %d: first barrier failed\n", s.rank);
         goto out;
     }
@@ -585,15 +685,10 @@ int main(int argc, char **argv)
     s.fds_first = fd_count();
     if (getenv("SOAK_LIST_FDS"))
         fd_list(s.rank);
-    soak_loop(&s, comm, &o);
+    soak_loop(&s, &o);
     rc = report(&s, &o);
 out:
-    status = chorus_comm_destroy(comm);
-    if (status != CHORUS_OK && rc == 0) {
-        fprintf(stderr, "soak: rank %d: chorus_comm_destroy: %s\n", s.rank,
-                chorus_status_string(status));
-        rc = 1;
-    }
+    rc = soak_destroy_views(&s, rc);
     free(s.send);
     free(s.recv);
     free(s.want);
