@@ -18,7 +18,6 @@
 
 #include "coll/node_stage.h"
 #include "coll/ring.h"
-#include "util/log.h"
 
 typedef struct {
     const coll_args_t *a;

@@ -30,7 +30,6 @@
 
 #include "coll/node_stage.h"
 #include "coll/ring.h"
-#include "util/log.h"
 
 /* One segment of the vector while it is built. */
 typedef struct {
