@@ -1,25 +1,32 @@
 /*
  * Hierarchical allgather: every block crosses to each other node once.
  *
- * A rank sends its block to every other rank of its node and to one proxy
- * on each other node: the rank there whose local index is the sender's
- * modulo that node's size, so a node's incoming blocks are spread over all
- * its ranks rather than funnelled through a leader. A proxy forwards each
- * chunk of such a block to the rest of its node as soon as that chunk has
- * arrived. Who sends which block to whom follows from the layout alone, so
- * every rank knows its senders without asking, and no receive waits for
- * anything: only forwarding waits, for the chunk it forwards.
+ * A rank sends its block to one proxy on each other node: the rank there
+ * whose local index is the sender's modulo that node's size, so a node's
+ * incoming blocks are spread over all its ranks rather than funnelled
+ * through a leader. The node then spreads them in node-local allgathers:
+ * one of its own ranks' blocks, and for each other node one per round of
+ * blocks (round t: the blocks whose senders' local indices are t L .. t L
+ * + L - 1 for a node of L ranks, one per proxy). These run on the node team
+ * when a collective transport serves the node, else as transfers between
+ * the node's ranks (node_stage.h). Who sends which block to whom follows
+ * from the layout alone, so every rank knows its senders without asking.
  */
 #include "coll/coll.h"
 
+#include <stdlib.h>
+
+#include "coll/node_stage.h"
 #include "coll/ring.h"
-#include "util/log.h"
 
 typedef struct {
     const coll_args_t *a;
     const topo_layout_t *l;
     coll_sched_t *sched;
+    coll_node_t node;
     size_t esize, block, chunk, nchunks;
+    int node_id, local;
+    size_t *counts, *displs;    /* [local]: one node-local allgather's blocks */
 } hier_ag_t;
 
 /* The rank of `node` that receives block q (from another node) for the whole node. */
@@ -28,85 +35,89 @@ static int hier_ag_proxy(const topo_layout_t *l, int node, int q)
     return topo_layout_rank(l, node, l->local_index[q] % topo_layout_node_size(l, node));
 }
 
-/* Who sends block q (q != me) to rank me. */
-static int hier_ag_sender(const topo_layout_t *l, int me, int q)
-{
-    int node = l->node_of[me], proxy;
-
-    if (l->node_of[q] == node)
-        return q;
-    proxy = hier_ag_proxy(l, node, q);
-    return proxy == me ? q : proxy;
-}
-
-static size_t hier_ag_chunk_bytes(const hier_ag_t *h, size_t c)
+static size_t hier_ag_chunk_elems(const hier_ag_t *h, size_t c)
 {
     size_t left = h->a->count - c * h->chunk;
 
-    return (left < h->chunk ? left : h->chunk) * h->esize;
+    return left < h->chunk ? left : h->chunk;
 }
 
+/* Network tags: q * nchunks + c for the size blocks q. */
 static uint32_t hier_ag_tag(const hier_ag_t *h, int q, size_t c)
 {
     return (uint32_t)((size_t)q * h->nchunks + c);
 }
 
-/* Chunk c of block q at src to every rank of my node but me; each send waits for dep. */
-static chorus_status_t hier_ag_send_local(const hier_ag_t *h, int q, size_t c, const char *src,
-                                          long dep)
+/* Node-local tags, after the network's: one per chunk, node distance and round. */
+static uint32_t hier_ag_node_tag(const hier_ag_t *h, size_t c, int d, int t)
 {
-    int me = h->a->rank, node = h->l->node_of[me];
+    size_t calls = (c * (size_t)h->l->nnodes + (size_t)d) * (size_t)h->l->local_max;
 
-    for (int i = 0; i < topo_layout_node_size(h->l, node); i++) {
-        int peer = topo_layout_rank(h->l, node, i);
-
-        if (peer != me && coll_sched_send(h->sched, peer, hier_ag_tag(h, q, c), src,
-                                          hier_ag_chunk_bytes(h, c), &dep, 1) < 0)
-            return CHORUS_ERR_NO_MEMORY;
-    }
-    return CHORUS_OK;
-}
-
-/* Chunk c of block q from its sender; as q's proxy, forward it once it is in. */
-static chorus_status_t hier_ag_recv_chunk(const hier_ag_t *h, int q, size_t c)
-{
-    int me = h->a->rank, from = hier_ag_sender(h->l, me, q);
-    int proxy = from == q && h->l->node_of[q] != h->l->node_of[me];
-    char *at = (char *)h->a->recvbuf + (size_t)q * h->block + c * h->chunk * h->esize;
-    long got = coll_sched_recv(h->sched, from, hier_ag_tag(h, q, c), at,
-                               hier_ag_chunk_bytes(h, c), NULL, 0);
-
-    if (got < 0)
-        return CHORUS_ERR_NO_MEMORY;
-    return proxy ? hier_ag_send_local(h, q, c, at, got) : CHORUS_OK;
+    return (uint32_t)((size_t)h->a->size * h->nchunks + calls + (size_t)t);
 }
 
 /*
- * The steps of chunk c at node distance d: for d == 0 the exchange within
- * my node; else my block to node + d and the blocks of node - d. A send
- * and its receive fall in the same (c, d) on both sides, and the schedule
- * runs through (c, d) in order, so each rank's executor window holds the
- * steps its peers wait for and rendezvous transports cannot deadlock.
+ * Chunk c of the blocks of node `from` in round t, spread over my node; got
+ * is the receive of my block of the round (-1: none, or my own node).
  */
-static chorus_status_t hier_ag_level(const hier_ag_t *h, size_t c, int d)
+static chorus_status_t hier_ag_spread(hier_ag_t *h, size_t c, int d, int t, long got)
+{
+    int from = (h->node_id - d + h->l->nnodes) % h->l->nnodes;
+    int senders = topo_layout_node_size(h->l, from);
+    coll_node_call_t call = {.coll = COLL_ALLGATHER, .recv = h->a->recvbuf,
+                             .counts = h->counts, .displs = h->displs,
+                             .tag0 = hier_ag_node_tag(h, c, d, t)};
+    int me = h->node.group.me;
+
+    for (int j = 0; j < h->local; j++) {
+        int i = t * h->local + j, q = i < senders ? topo_layout_rank(h->l, from, i) : -1;
+
+        h->counts[j] = q >= 0 ? hier_ag_chunk_elems(h, c) : 0;
+        h->displs[j] = q >= 0 ? (size_t)q * h->a->count + c * h->chunk : 0;
+    }
+    /* My own block comes from sendbuf (in place when that is its place in recvbuf). */
+    call.send = d == 0 ? (const char *)h->a->sendbuf + c * h->chunk * h->esize
+                       : (const char *)h->a->recvbuf + h->displs[me] * h->esize;
+    return coll_node_stage(&h->node, &call, &got, 1) == -2 ? CHORUS_ERR_NO_MEMORY : CHORUS_OK;
+}
+
+/*
+ * The steps of chunk c at node distance d: for d == 0 the allgather of my
+ * node's blocks; else my block to node + d, the blocks of node - d that I
+ * receive for my node, and their spread. A send and its receive fall in
+ * the same (c, d) on both sides, and the schedule runs through (c, d) in
+ * order, so each rank's executor window holds the steps its peers wait for
+ * and rendezvous transports cannot deadlock; the node-local stages come in
+ * the same order on every rank of a node, as the team needs.
+ */
+static chorus_status_t hier_ag_level(hier_ag_t *h, size_t c, int d)
 {
     const topo_layout_t *l = h->l;
-    int me = h->a->rank, node = l->node_of[me];
-    int to = (node + d) % l->nnodes, from = (node - d + l->nnodes) % l->nnodes;
-    const char *src = (const char *)h->a->sendbuf + c * h->chunk * h->esize;
+    int me = h->a->rank, to = (h->node_id + d) % l->nnodes;
+    int from = (h->node_id - d + l->nnodes) % l->nnodes, senders = topo_layout_node_size(l, from);
+    size_t elems = hier_ag_chunk_elems(h, c);
     chorus_status_t status = CHORUS_OK;
 
-    if (d == 0) {
-        status = hier_ag_send_local(h, me, c, src, -1);
-    } else if (coll_sched_send(h->sched, hier_ag_proxy(l, to, me), hier_ag_tag(h, me, c), src,
-                               hier_ag_chunk_bytes(h, c), NULL, 0) < 0) {
+    if (d == 0)
+        return hier_ag_spread(h, c, 0, 0, -1);
+    if (coll_sched_send(h->sched, hier_ag_proxy(l, to, me), hier_ag_tag(h, me, c),
+                        (const char *)h->a->sendbuf + c * h->chunk * h->esize,
+                        elems * h->esize, NULL, 0) < 0)
         return CHORUS_ERR_NO_MEMORY;
-    }
-    for (int i = 0; i < topo_layout_node_size(l, from) && status == CHORUS_OK; i++) {
-        int q = topo_layout_rank(l, from, i);
+    for (int t = 0; t * h->local < senders && status == CHORUS_OK; t++) {
+        int i = t * h->local + h->node.group.me;
+        int q = i < senders ? topo_layout_rank(l, from, i) : -1;
+        long got = -1;
 
-        if (q != me)
-            status = hier_ag_recv_chunk(h, q, c);
+        if (q >= 0) {
+            got = coll_sched_recv(h->sched, q, hier_ag_tag(h, q, c),
+                                  (char *)h->a->recvbuf + (size_t)q * h->block +
+                                      c * h->chunk * h->esize,
+                                  elems * h->esize, NULL, 0);
+            if (got < 0)
+                return CHORUS_ERR_NO_MEMORY;
+        }
+        status = hier_ag_spread(h, c, d, t, got);
     }
     return status;
 }
@@ -116,26 +127,27 @@ static chorus_status_t hier_allgather_build(const coll_args_t *args,
 {
     hier_ag_t h = {.a = args, .l = env->layout, .sched = sched};
     chorus_status_t status = coll_check_blocks(args, "hier allgather", 0, 1, &h.esize);
-    char *own;
 
     if (status == CHORUS_OK)
         status = coll_check_layout(args, env, "hier allgather", 1);
     if (status != CHORUS_OK || args->count == 0)
         return status;
     h.block = args->count * h.esize;
-    own = (char *)args->recvbuf + (size_t)args->rank * h.block;
-    /* In place when sendbuf already is this rank's block of recvbuf: nothing to copy. */
-    if (own != args->sendbuf &&
-        coll_sched_copy(sched, own, args->sendbuf, h.block, NULL, 0) < 0)
-        return CHORUS_ERR_NO_MEMORY;
-    if (args->size == 1)
-        return CHORUS_OK;
-    /* Tags are q * nchunks + c for the size blocks q. */
-    h.chunk = coll_chunk_elems(args->chunk_bytes, h.esize, args->count, args->size);
+    h.node_id = h.l->node_of[args->rank];
+    h.local = topo_layout_node_size(h.l, h.node_id);
+    /* The network's size block tags, then one per node-local call (at most L rounds). */
+    h.chunk = coll_chunk_elems(args->chunk_bytes, h.esize, args->count,
+                               (long)args->size + (long)h.l->nnodes * h.l->local_max);
     h.nchunks = coll_chunk_count(args->count, h.chunk);
+    h.counts = malloc(2 * (size_t)h.local * sizeof(*h.counts));
+    if (h.counts == NULL)
+        return CHORUS_ERR_NO_MEMORY;
+    h.displs = h.counts + h.local;
+    status = coll_node_init(&h.node, sched, args, env, h.chunk);
     for (size_t c = 0; c < h.nchunks && status == CHORUS_OK; c++)
         for (int d = 0; d < h.l->nnodes && status == CHORUS_OK; d++)
             status = hier_ag_level(&h, c, d);
+    free(h.counts);
     return status;
 }
 

@@ -2,68 +2,75 @@
  * Hierarchical allreduce, for ranks spread over nodes. The vector is cut
  * into S shards, S being the rank count of the fullest node; on node n,
  * shard s belongs to the rank at local position s mod L(n), L(n) being the
- * node's rank count (on a node with fewer ranks, a rank owns several).
+ * node's rank count (on a node with fewer ranks, a rank owns several). The
+ * shards are taken in rounds of L(n), round t holding shards t L(n) ..
+ * t L(n) + L(n) - 1, one per local rank.
  *
- * 1. Node-local reduce-scatter: every rank sends each shard it does not own
- *    to the shard's owner on its node, which reduces them into recvbuf.
+ * 1. Node-local reduce-scatter, one per round: each shard reduced over the
+ *    node into its owner's recvbuf.
  * 2. For each shard, a ring allreduce among its owners, one per node, in
  *    node order: every local rank carries its share across the network, and
  *    each node sends 2 (N-1)/N of the vector for N nodes instead of the
  *    2 (p-1)/p a flat ring sends through one node link.
- * 3. Node-local allgather: each owner sends its shard's result to the other
- *    ranks of its node.
+ * 3. Node-local allgather, one per round: each owner's shard to the rest
+ *    of its node.
  *
+ * The node-local stages run on the node team when a collective transport
+ * serves the node, else as transfers between the node's ranks (node_stage.h).
+ * They reduce AVG as SUM; the ring divides once by the communicator's size.
  * The vector is built in segments (SEG_CHUNKS chunks per shard and node)
  * so that the stages pipeline: while the network carries one segment, the
- * node reduces the next. The node-local stages go over the transport. Every
- * rank ends with the same bits, as with the ring: each shard is reduced in
- * one order (local ranks by position, then the ring) and then copied.
+ * node reduces the next or spreads the previous one. Every rank ends with
+ * the same bits, as with the ring: each shard is reduced in one order (over
+ * the node, then the ring) and then copied.
  */
 #include "coll/coll.h"
 
 #include <stdlib.h>
 
+#include "coll/node_stage.h"
 #include "coll/ring.h"
-#include "util/log.h"
+
+/* One segment of the vector while it is built. */
+typedef struct {
+    size_t base;            /* its first element */
+    size_t elems;
+    uint32_t tag_base;      /* its first tag */
+    long *reduced;          /* [rounds]: this rank's stage 1 of the round is over */
+    long *done;             /* [rounds]: that, and its shard of the round is final */
+} hier_ar_seg_t;
 
 typedef struct {
     const coll_args_t *args;
     const topo_layout_t *l;
     coll_sched_t *sched;
+    coll_node_t node;
     size_t esize;
     size_t chunk;           /* elements per chunk of every stage */
     size_t seg_elems;       /* elements per segment (the last one may be shorter) */
-    size_t base;            /* the segment being built: its first element */
-    size_t seg;             /* and its elements */
     size_t nchunks;         /* chunks of a segment's largest shard: the local stages' tag stride */
-    uint32_t tag_base;      /* the segment's first tag */
     uint32_t seg_tags;      /* tags of one segment */
-    int node;               /* this rank's node */
-    int pos;                /* its position there */
+    int pos;                /* this rank's position on its node */
     int local;              /* ranks on its node */
     int shards;
-    const char *send;
-    char *recv;
-    long *ready;            /* per shard: this rank's stage 1 is over (-1: nothing to wait for) */
+    int rounds;             /* of local shards each */
+    size_t *counts;         /* [local]: one round's shards, as node-local blocks */
+    size_t *displs;
     int *ring;              /* the owners of one shard, by node */
     uint32_t ring_tag0;
     uint32_t ring_stride;   /* tags of one shard's ring */
+    hier_ar_seg_t seg[2];   /* the segment whose network stage runs, and the next */
 } hier_ar_t;
 
-static size_t shard_count(const hier_ar_t *h, int s)
+static size_t shard_count(const hier_ar_t *h, const hier_ar_seg_t *g, int s)
 {
-    return coll_ring_block_count(h->seg, h->shards, s);
+    return s < h->shards ? coll_ring_block_count(g->elems, h->shards, s) : 0;
 }
 
-static size_t shard_off(const hier_ar_t *h, int s)
+/* First element of shard s (the segment's end for a shard past the last). */
+static size_t shard_first(const hier_ar_t *h, const hier_ar_seg_t *g, int s)
 {
-    return (h->base + coll_ring_block_offset(h->seg, h->shards, s)) * h->esize;
-}
-
-static size_t chunk_bytes(const hier_ar_t *h, size_t n, size_t c)
-{
-    size_t left = n - c * h->chunk;
-    return (left < h->chunk ? left : h->chunk) * h->esize;
+    return g->base + coll_ring_block_offset(g->elems, h->shards, s < h->shards ? s : h->shards);
 }
 
 static int owner_on(const hier_ar_t *h, int node, int s)
@@ -71,158 +78,90 @@ static int owner_on(const hier_ar_t *h, int node, int s)
     return topo_layout_rank(h->l, node, s % topo_layout_node_size(h->l, node));
 }
 
-static int owns(const hier_ar_t *h, int s)
+/* The shards of round t as node-local blocks: counts and displs. */
+static void round_blocks(hier_ar_t *h, const hier_ar_seg_t *g, int t)
 {
-    return s % h->local == h->pos;
+    for (int j = 0; j < h->local; j++) {
+        h->counts[j] = shard_count(h, g, t * h->local + j);
+        h->displs[j] = shard_first(h, g, t * h->local + j);
+    }
 }
 
-/* Owner's stage 1 of shard s: receive each local peer's shard and reduce, chunk by chunk. */
-static chorus_status_t stage1_reduce(hier_ar_t *h, int s, long *last)
+/* Stage 1 of segment g: every round's shards reduced over the node into their owners. */
+static chorus_status_t stage1(hier_ar_t *h, hier_ar_seg_t *g)
 {
-    size_t n = shard_count(h, s), off = shard_off(h, s), nc = coll_chunk_count(n, h->chunk);
-    char *slots = NULL;
+    for (int t = 0; t < h->rounds; t++) {
+        coll_node_call_t call = {.coll = COLL_REDUCE_SCATTER, .send = h->args->sendbuf,
+                                 .counts = h->counts, .displs = h->displs,
+                                 .tag0 = g->tag_base + (uint32_t)((size_t)t * h->nchunks)};
 
-    if (h->local == 1) {
-        /* Alone on its node: its own shard is the node's. */
-        long idx = coll_sched_copy(h->sched, h->recv + off, h->send + off, n * h->esize,
-                                   NULL, 0);
-        for (size_t c = 0; c < nc; c++)
-            last[c] = idx;
-        return idx < 0 ? CHORUS_ERR_NO_MEMORY : CHORUS_OK;
-    }
-    slots = coll_sched_alloc(h->sched, (size_t)(h->local - 1) * n * h->esize);
-    if (slots == NULL)
-        return CHORUS_ERR_NO_MEMORY;
-    for (size_t c = 0; c < nc; c++) {
-        size_t o = c * h->chunk * h->esize, bytes = chunk_bytes(h, n, c);
-        long prev = -1;
-
-        for (int i = 0, k = 0; i < h->local; i++) {
-            int peer = topo_layout_rank(h->l, h->node, i);
-            char *buf = slots + (size_t)k * n * h->esize + o;
-            long r;
-
-            if (i == h->pos)
-                continue;
-            r = coll_sched_recv(h->sched, peer, h->tag_base + (uint32_t)(s * h->nchunks + c), buf,
-                                bytes, NULL, 0);
-            {
-                long deps[2] = {r, prev};
-                prev = r < 0 ? -1 : coll_sched_reduce(h->sched, h->recv + off + o,
-                                                      k == 0 ? h->send + off + o
-                                                             : h->recv + off + o,
-                                                      buf, bytes, deps, 2);
-            }
-            if (prev < 0)
-                return CHORUS_ERR_NO_MEMORY;
-            k++;
-        }
-        last[c] = prev;
-    }
-    return CHORUS_OK;
-}
-
-/* Non-owner's stage 1 of shard s: send it to the shard's owner on this node. */
-static chorus_status_t stage1_send(hier_ar_t *h, int s, long *last)
-{
-    size_t n = shard_count(h, s), off = shard_off(h, s), nc = coll_chunk_count(n, h->chunk);
-    int owner = owner_on(h, h->node, s);
-
-    for (size_t c = 0; c < nc; c++) {
-        last[c] = coll_sched_send(h->sched, owner, h->tag_base + (uint32_t)(s * h->nchunks + c),
-                                  h->send + off + c * h->chunk * h->esize,
-                                  chunk_bytes(h, n, c), NULL, 0);
-        if (last[c] < 0)
-            return CHORUS_ERR_NO_MEMORY;
-    }
-    return CHORUS_OK;
-}
-
-static chorus_status_t stage1(hier_ar_t *h, long *last)
-{
-    for (int s = 0; s < h->shards; s++) {
-        size_t nc = coll_chunk_count(shard_count(h, s), h->chunk);
-        chorus_status_t status;
-
-        h->ready[s] = -1;
-        if (nc == 0)
-            continue;
-        status = owns(h, s) ? stage1_reduce(h, s, last) : stage1_send(h, s, last);
-        if (status != CHORUS_OK)
-            return status;
-        h->ready[s] = coll_sched_join(h->sched, last, nc);
-        if (h->ready[s] == -2)
+        round_blocks(h, g, t);
+        call.recv = (char *)h->args->recvbuf + h->displs[h->pos] * h->esize;
+        g->reduced[t] = coll_node_stage(&h->node, &call, NULL, 0);
+        if (g->reduced[t] == -2)
             return CHORUS_ERR_NO_MEMORY;
     }
     return CHORUS_OK;
 }
 
 /* AVG on one node: the owner divides its shard (a ring among nodes divides otherwise). */
-static long finalize_alone(hier_ar_t *h, int s)
+static long finalize_alone(hier_ar_t *h, hier_ar_seg_t *g, int t, size_t n)
 {
-    size_t n = shard_count(h, s);
+    char *shard = (char *)h->args->recvbuf + shard_first(h, g, t * h->local + h->pos) * h->esize;
 
     if (h->args->op != CHORUS_AVG || h->l->nnodes > 1)
-        return h->ready[s];
-    return coll_sched_finalize_op(h->sched, h->recv + shard_off(h, s), n * h->esize,
-                                  &h->ready[s], 1);
+        return g->reduced[t];
+    return coll_sched_finalize_op(h->sched, shard, n * h->esize, &g->reduced[t], 1);
 }
 
-/* Stage 2 for the shards this rank owns; ready[s] becomes the shard's final value. */
-static chorus_status_t stage2(hier_ar_t *h)
+/* Stage 2 of segment g for the shard this rank owns in each round; done[t] is its final value. */
+static chorus_status_t stage2(hier_ar_t *h, hier_ar_seg_t *g)
 {
-    for (int s = 0; s < h->shards; s++) {
+    for (int t = 0; t < h->rounds; t++) {
+        int s = t * h->local + h->pos;
         coll_ring_part_t part = {
-            .group = {.size = h->l->nnodes, .me = h->node, .ranks = h->ring},
-            .count = shard_count(h, s), .chunk = h->chunk, .after = h->ready[s],
-            .tag0 = h->tag_base + h->ring_tag0 + (uint32_t)s * h->ring_stride,
+            .group = {.size = h->l->nnodes, .me = h->l->node_of[h->args->rank],
+                      .ranks = h->ring},
+            .count = shard_count(h, g, s), .chunk = h->chunk, .after = g->reduced[t],
+            .tag0 = g->tag_base + h->ring_tag0 + (uint32_t)s * h->ring_stride,
         };
         long first = (long)h->sched->nsteps;
         chorus_status_t status;
 
-        if (!owns(h, s) || part.count == 0)
+        g->done[t] = g->reduced[t];
+        if (part.count == 0)
             continue;
         for (int m = 0; m < h->l->nnodes; m++)
             h->ring[m] = owner_on(h, m, s);
-        part.send = part.recv = h->recv + shard_off(h, s);
+        part.send = part.recv = (char *)h->args->recvbuf + shard_first(h, g, s) * h->esize;
         status = coll_ring_allreduce_part(h->sched, &part, h->args->op, h->esize);
         if (status != CHORUS_OK)
             return status;
-        h->ready[s] = (size_t)first < h->sched->nsteps ? coll_sched_join_since(h->sched, first)
-                                                       : finalize_alone(h, s);
-        if (h->ready[s] == -2)
+        g->done[t] = (size_t)first < h->sched->nsteps ? coll_sched_join_since(h->sched, first)
+                                                      : finalize_alone(h, g, t, part.count);
+        if (g->done[t] == -2)
             return CHORUS_ERR_NO_MEMORY;
     }
     return CHORUS_OK;
 }
 
-/* Stage 3: owners send each shard's result to the rest of the node. */
-static chorus_status_t stage3(hier_ar_t *h)
+/*
+ * Stage 3 of segment g: each round's shards to the rest of the node. It
+ * writes the shards this rank did not own, which its stage 1 read when in
+ * place: done[t] waits for that too.
+ */
+static chorus_status_t stage3(hier_ar_t *h, hier_ar_seg_t *g)
 {
-    uint32_t tag0 = h->tag_base + (uint32_t)((size_t)h->shards * h->nchunks);
+    uint32_t tag0 = g->tag_base + (uint32_t)((size_t)h->shards * h->nchunks);
 
-    for (int s = 0; s < h->shards; s++) {
-        size_t n = shard_count(h, s), off = shard_off(h, s);
-
-        for (size_t c = 0; c * h->chunk < n; c++) {
-            uint32_t tag = tag0 + (uint32_t)((size_t)s * h->nchunks + c);
-            char *buf = h->recv + off + c * h->chunk * h->esize;
-
-            for (int i = 0; i < h->local; i++) {
-                int peer = topo_layout_rank(h->l, h->node, i);
-                long idx;
-
-                if (i == h->pos || (owns(h, s) ? 0 : peer != owner_on(h, h->node, s)))
-                    continue;
-                /* A non-owner overwrites its shard once its stage-1 send has read it. */
-                idx = owns(h, s) ? coll_sched_send(h->sched, peer, tag, buf,
-                                                   chunk_bytes(h, n, c), &h->ready[s], 1)
-                                 : coll_sched_recv(h->sched, peer, tag, buf,
-                                                   chunk_bytes(h, n, c), &h->ready[s], 1);
-                if (idx < 0)
-                    return CHORUS_ERR_NO_MEMORY;
-            }
-        }
+    for (int t = 0; t < h->rounds; t++) {
+        coll_node_call_t call = {.coll = COLL_ALLGATHER, .recv = h->args->recvbuf,
+                                 .counts = h->counts, .displs = h->displs,
+                                 .tag0 = tag0 + (uint32_t)((size_t)t * h->nchunks)};
+        round_blocks(h, g, t);
+        call.send = (char *)h->args->recvbuf + h->displs[h->pos] * h->esize;
+        if (coll_node_stage(&h->node, &call, &g->done[t], 1) == -2)
+            return CHORUS_ERR_NO_MEMORY;
     }
     return CHORUS_OK;
 }
@@ -245,14 +184,15 @@ static size_t hier_ar_tags(hier_ar_t *h)
  */
 #define SEG_CHUNKS 2
 
-static chorus_status_t hier_ar_setup(hier_ar_t *h)
+static chorus_status_t hier_ar_setup(hier_ar_t *h, const coll_env_t *env)
 {
     const coll_args_t *a = h->args;
+    int node = h->l->node_of[a->rank];
     size_t tags, nseg;
 
-    h->node = h->l->node_of[a->rank];
     h->pos = h->l->local_index[a->rank];
-    h->local = topo_layout_node_size(h->l, h->node);
+    h->local = topo_layout_node_size(h->l, node);
+    h->rounds = (h->shards + h->local - 1) / h->local;
     h->chunk = a->chunk_bytes / h->esize ? a->chunk_bytes / h->esize : 1;
     for (;;) {
         size_t span = h->chunk * (size_t)h->shards * (size_t)h->l->nnodes * SEG_CHUNKS;
@@ -264,25 +204,52 @@ static chorus_status_t hier_ar_setup(hier_ar_t *h)
         h->chunk *= 2;
     }
     h->seg_tags = (uint32_t)tags;
-    h->ready = malloc((size_t)h->shards * sizeof(*h->ready));
+    h->counts = malloc(2 * (size_t)h->local * sizeof(*h->counts));
     h->ring = malloc((size_t)h->l->nnodes * sizeof(*h->ring));
-    return h->ready != NULL && h->ring != NULL ? CHORUS_OK : CHORUS_ERR_NO_MEMORY;
+    for (int i = 0; i < 2; i++)
+        h->seg[i].reduced = malloc(2 * (size_t)h->rounds * sizeof(long));
+    if (h->counts == NULL || h->ring == NULL || h->seg[0].reduced == NULL ||
+        h->seg[1].reduced == NULL)
+        return CHORUS_ERR_NO_MEMORY;
+    h->displs = h->counts + h->local;
+    for (int i = 0; i < 2; i++)
+        h->seg[i].done = h->seg[i].reduced + h->rounds;
+    return coll_node_init(&h->node, h->sched, a, env, h->chunk);
 }
 
-static chorus_status_t hier_ar_segments(hier_ar_t *h, long *last)
+/* Segment k: where it lies and its tags. */
+static void hier_ar_seg_at(hier_ar_t *h, hier_ar_seg_t *g, size_t k)
 {
-    chorus_status_t status = CHORUS_OK;
-    size_t k = 0;
+    size_t left;
 
-    for (h->base = 0; h->base < h->args->count && status == CHORUS_OK; h->base += h->seg, k++) {
-        size_t left = h->args->count - h->base;
-        h->seg = left < h->seg_elems ? left : h->seg_elems;
-        h->tag_base = (uint32_t)(k * h->seg_tags);
-        status = stage1(h, last);
+    g->base = k * h->seg_elems;
+    left = h->args->count - g->base;
+    g->elems = left < h->seg_elems ? left : h->seg_elems;
+    g->tag_base = (uint32_t)(k * h->seg_tags);
+}
+
+/*
+ * Stage 1 of segment k + 1 is appended before stage 3 of segment k: team
+ * calls run in the order they are appended, and so the node reduces the
+ * next segment while the network still carries this one.
+ */
+static chorus_status_t hier_ar_segments(hier_ar_t *h)
+{
+    size_t nseg = (h->args->count + h->seg_elems - 1) / h->seg_elems;
+    chorus_status_t status;
+
+    hier_ar_seg_at(h, &h->seg[0], 0);
+    status = stage1(h, &h->seg[0]);
+    for (size_t k = 0; k < nseg && status == CHORUS_OK; k++) {
+        hier_ar_seg_t *cur = &h->seg[k % 2], *next = &h->seg[(k + 1) % 2];
+
+        status = stage2(h, cur);
+        if (status == CHORUS_OK && k + 1 < nseg) {
+            hier_ar_seg_at(h, next, k + 1);
+            status = stage1(h, next);
+        }
         if (status == CHORUS_OK)
-            status = stage2(h);
-        if (status == CHORUS_OK)
-            status = stage3(h);
+            status = stage3(h, cur);
     }
     return status;
 }
@@ -291,7 +258,6 @@ static chorus_status_t hier_allreduce_build(const coll_args_t *args,
                                             const coll_env_t *env, coll_sched_t *sched)
 {
     hier_ar_t h = {.args = args, .l = env->layout, .sched = sched};
-    long *last = NULL;
     chorus_status_t status = coll_check_blocks(args, "hier allreduce", 1, 0, &h.esize);
 
     if (status == CHORUS_OK)
@@ -299,16 +265,13 @@ static chorus_status_t hier_allreduce_build(const coll_args_t *args,
     if (status != CHORUS_OK || args->count == 0)
         return status;
     h.shards = h.l->local_max;
-    h.send = args->sendbuf;
-    h.recv = args->recvbuf;
-    status = hier_ar_setup(&h);
-    if (status == CHORUS_OK && (last = malloc(h.nchunks * sizeof(*last))) == NULL)
-        status = CHORUS_ERR_NO_MEMORY;
+    status = hier_ar_setup(&h, env);
     if (status == CHORUS_OK)
-        status = hier_ar_segments(&h, last);
-    free(last);
-    free(h.ready);
+        status = hier_ar_segments(&h);
+    free(h.counts);
     free(h.ring);
+    free(h.seg[0].reduced);
+    free(h.seg[1].reduced);
     return status;
 }
 

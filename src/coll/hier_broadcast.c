@@ -1,27 +1,39 @@
 /*
  * Hierarchical broadcast: the vector is cut into one piece per rank of the
  * fullest node, and every node has a holder for each piece (local index
- * piece mod the node's size). The root hands each piece to its own node's
- * holder; the holders of a piece form a pipelined chain across the nodes,
- * starting at the root's node; and each holder passes its piece, chunk by
- * chunk as it arrives, to the other ranks of its node. Each byte crosses
- * to each other node exactly once, and every rank of a node carries a
- * share of the node's links instead of one leader carrying it all.
+ * piece mod the node's size). On the root's node the root broadcasts each
+ * piece, and the piece's holder passes it on to the next node's holder: the
+ * holders of a piece form a pipelined chain across the nodes, starting at
+ * the root's node. On every other node, what the holders received is
+ * spread in node-local allgathers, one per round of L pieces for a node of
+ * L ranks (one piece per holder). Each byte crosses to each other node
+ * exactly once, and every rank of a node carries a share of the node's
+ * links instead of one leader carrying it all.
+ *
+ * The node-local stages run on the node team when a collective transport
+ * serves the node, else as transfers between the node's ranks
+ * (node_stage.h), where the root's broadcast of a piece goes through the
+ * piece's holder, so that the root sends each byte once.
  */
 #include "coll/coll.h"
 
+#include <stdlib.h>
+
+#include "coll/node_stage.h"
 #include "coll/ring.h"
 #include "util/log.h"
 
-/* Tag phases: root to its node's holders, holder to holder across nodes, holder to its node. */
-enum { HIER_BC_SCATTER = 0, HIER_BC_CHAIN, HIER_BC_LOCAL, HIER_BC_PHASES };
+/* Tag phases: holder to holder across nodes, node-local stages. */
+enum { HIER_BC_CHAIN = 0, HIER_BC_NODE, HIER_BC_PHASES };
 
 typedef struct {
     const coll_args_t *a;
     const topo_layout_t *l;
     coll_sched_t *sched;
+    coll_node_t node;
     size_t esize, chunk, nchunks;
-    int lmax, rootnode;
+    int lmax, rootnode, node_id, local;
+    size_t *counts, *displs;    /* [local]: one node-local allgather's blocks */
 } hier_bc_t;
 
 /* The rank of `node` that holds piece s and spreads it there. */
@@ -35,13 +47,6 @@ static uint32_t hier_bc_tag(const hier_bc_t *h, int phase, int s, size_t c)
     return (uint32_t)(((size_t)phase * (size_t)h->lmax + (size_t)s) * h->nchunks + c);
 }
 
-static size_t hier_bc_chunk_bytes(const hier_bc_t *h, size_t n, size_t c)
-{
-    size_t left = n - c * h->chunk;
-
-    return (left < h->chunk ? left : h->chunk) * h->esize;
-}
-
 /* The chain's next node after `node`, or -1 at its end (the node before the root's). */
 static int hier_bc_next_node(const hier_bc_t *h, int node)
 {
@@ -50,84 +55,100 @@ static int hier_bc_next_node(const hier_bc_t *h, int node)
     return next == h->rootnode ? -1 : next;
 }
 
-/*
- * As holder of piece s, its chunk c (at byte at): get it (from the root on
- * the root's node, else from the previous node's holder; the root has it
- * already), then pass it down the chain and to the rest of my node.
- */
-static chorus_status_t hier_bc_hold(const hier_bc_t *h, int s, size_t c, size_t at,
-                                    size_t bytes)
+/* Chunk c of piece s: its elements (0: the piece has no chunk c) and the first of them. */
+static size_t hier_bc_piece(const hier_bc_t *h, int s, size_t c, size_t *first_p)
 {
-    const coll_args_t *a = h->a;
-    int me = a->rank, node = h->l->node_of[me], nn = hier_bc_next_node(h, node);
-    int next = nn >= 0 ? hier_bc_holder(h->l, nn, s) : -1;
-    int from = node == h->rootnode
-        ? a->root : hier_bc_holder(h->l, (node + h->l->nnodes - 1) % h->l->nnodes, s);
-    int phase = node == h->rootnode ? HIER_BC_SCATTER : HIER_BC_CHAIN;
-    const char *src = (me == a->root ? (const char *)a->sendbuf : (const char *)a->recvbuf) + at;
-    long got = -1;
+    size_t n = s < h->lmax ? coll_ring_block_count(h->a->count, h->lmax, s) : 0;
+    size_t at = c * h->chunk;
 
-    if (me != a->root) {
-        got = coll_sched_recv(h->sched, from, hier_bc_tag(h, phase, s, c),
-                              (char *)a->recvbuf + at, bytes, NULL, 0);
-        if (got < 0)
-            return CHORUS_ERR_NO_MEMORY;
-    }
-    if (next >= 0 && coll_sched_send(h->sched, next, hier_bc_tag(h, HIER_BC_CHAIN, s, c), src,
-                                     bytes, &got, 1) < 0)
-        return CHORUS_ERR_NO_MEMORY;
-    for (int i = 0; i < topo_layout_node_size(h->l, node); i++) {
-        int peer = topo_layout_rank(h->l, node, i);
-
-        if (peer != me && peer != a->root &&
-            coll_sched_send(h->sched, peer, hier_bc_tag(h, HIER_BC_LOCAL, s, c), src, bytes,
-                            &got, 1) < 0)
-            return CHORUS_ERR_NO_MEMORY;
-    }
-    return CHORUS_OK;
+    *first_p = 0;
+    if (at >= n)
+        return 0;   /* an empty piece, or one chunk shorter than piece 0 */
+    *first_p = coll_ring_block_offset(h->a->count, h->lmax, s) + at;
+    return n - at < h->chunk ? n - at : h->chunk;
 }
 
-/* Chunk c of piece s as a rank that does not hold it: the root hands it over, others receive. */
-static chorus_status_t hier_bc_pass(const hier_bc_t *h, int s, size_t c, size_t at,
-                                    size_t bytes)
+/* Where this rank reads the vector from: the root its sendbuf, the others their recvbuf. */
+static const char *hier_bc_src(const hier_bc_t *h, size_t first)
 {
     const coll_args_t *a = h->a;
-    int holder = hier_bc_holder(h->l, h->l->node_of[a->rank], s);
-    long idx = a->rank == a->root
-        ? coll_sched_send(h->sched, holder, hier_bc_tag(h, HIER_BC_SCATTER, s, c),
-                          (const char *)a->sendbuf + at, bytes, NULL, 0)
-        : coll_sched_recv(h->sched, holder, hier_bc_tag(h, HIER_BC_LOCAL, s, c),
-                          (char *)a->recvbuf + at, bytes, NULL, 0);
 
-    return idx < 0 ? CHORUS_ERR_NO_MEMORY : CHORUS_OK;
+    return (a->rank == a->root ? (const char *)a->sendbuf : (const char *)a->recvbuf) +
+           first * h->esize;
 }
 
-/*
- * Chunk c of every piece. Going chunk by chunk over all pieces, rather than
- * piece by piece, keeps every piece's chain busy at once within the
- * executor's window; and as a transfer's two sides are both in (c, s) and
- * every rank runs through (c, s) in the same order, nothing waits for a
- * step beyond a peer's window.
- */
-static chorus_status_t hier_bc_chunk(const hier_bc_t *h, size_t c)
+/* As holder of piece s, its chunk c, there once `got` is done: to the next node's holder. */
+static chorus_status_t hier_bc_forward(const hier_bc_t *h, int s, size_t c, size_t first,
+                                       size_t elems, long got)
+{
+    int nn = hier_bc_next_node(h, h->node_id);
+
+    if (nn < 0)
+        return CHORUS_OK;
+    return coll_sched_send(h->sched, hier_bc_holder(h->l, nn, s),
+                           hier_bc_tag(h, HIER_BC_CHAIN, s, c), hier_bc_src(h, first),
+                           elems * h->esize, &got, 1) < 0 ? CHORUS_ERR_NO_MEMORY : CHORUS_OK;
+}
+
+/* Chunk c of every piece on the root's node: the root broadcasts it, its holder passes it on. */
+static chorus_status_t hier_bc_root_node(hier_bc_t *h, size_t c)
 {
     const coll_args_t *a = h->a;
-    int node = h->l->node_of[a->rank];
     chorus_status_t status = CHORUS_OK;
 
     for (int s = 0; s < h->lmax && status == CHORUS_OK; s++) {
-        size_t first = coll_ring_block_offset(a->count, h->lmax, s) + c * h->chunk;
-        size_t n = coll_ring_block_count(a->count, h->lmax, s), bytes;
+        size_t first, elems = hier_bc_piece(h, s, c, &first);
+        coll_node_call_t call = {.coll = COLL_BROADCAST, .send = hier_bc_src(h, first),
+                                 .recv = (char *)a->recvbuf + first * h->esize,
+                                 .count = elems, .root = h->l->local_index[a->root],
+                                 .relay = s % h->local,
+                                 .tag0 = hier_bc_tag(h, HIER_BC_NODE, s, c)};
+        long spread;
 
-        if (c * h->chunk >= n)
-            continue;   /* an empty piece, or one chunk shorter than piece 0 */
-        bytes = hier_bc_chunk_bytes(h, n, c);
-        if (hier_bc_holder(h->l, node, s) == a->rank)
-            status = hier_bc_hold(h, s, c, first * h->esize, bytes);
-        else
-            status = hier_bc_pass(h, s, c, first * h->esize, bytes);
+        if (elems == 0)
+            continue;
+        spread = coll_node_stage(&h->node, &call, NULL, 0);
+        if (spread == -2)
+            return CHORUS_ERR_NO_MEMORY;
+        /* The root has the piece already. */
+        if (hier_bc_holder(h->l, h->node_id, s) == a->rank)
+            status = hier_bc_forward(h, s, c, first, elems, a->rank == a->root ? -1 : spread);
     }
     return status;
+}
+
+/*
+ * Chunk c of every piece on another node, in rounds of L pieces: each
+ * holder receives its piece from the previous node's holder and passes it
+ * on, and the round is spread over the node.
+ */
+static chorus_status_t hier_bc_other_node(hier_bc_t *h, size_t c)
+{
+    int me = h->node.group.me, prev = (h->node_id + h->l->nnodes - 1) % h->l->nnodes;
+
+    for (int t = 0; t * h->local < h->lmax; t++) {
+        int s = t * h->local + me;
+        coll_node_call_t call = {.coll = COLL_ALLGATHER, .recv = h->a->recvbuf,
+                                 .counts = h->counts, .displs = h->displs,
+                                 .tag0 = hier_bc_tag(h, HIER_BC_NODE, t, c)};
+        long got = -1;
+
+        for (int j = 0; j < h->local; j++)
+            h->counts[j] = hier_bc_piece(h, t * h->local + j, c, &h->displs[j]);
+        call.send = (const char *)h->a->recvbuf + h->displs[me] * h->esize;
+        if (h->counts[me] > 0) {
+            got = coll_sched_recv(h->sched, hier_bc_holder(h->l, prev, s),
+                                  hier_bc_tag(h, HIER_BC_CHAIN, s, c),
+                                  (char *)h->a->recvbuf + h->displs[me] * h->esize,
+                                  h->counts[me] * h->esize, NULL, 0);
+            if (got < 0 || hier_bc_forward(h, s, c, h->displs[me], h->counts[me], got) !=
+                               CHORUS_OK)
+                return CHORUS_ERR_NO_MEMORY;
+        }
+        if (coll_node_stage(&h->node, &call, &got, 1) == -2)
+            return CHORUS_ERR_NO_MEMORY;
+    }
+    return CHORUS_OK;
 }
 
 /* The checks beyond coll_check_blocks: the root, then coll_check_layout. */
@@ -140,6 +161,14 @@ static chorus_status_t hier_bc_check(const coll_args_t *a, const coll_env_t *env
     return coll_check_layout(a, env, "hier broadcast", a->rank == a->root);
 }
 
+/*
+ * Chunk by chunk over all pieces, rather than piece by piece, keeps every
+ * piece's chain busy at once within the executor's window; and as a
+ * transfer's two sides are both in chunk c and every rank runs through the
+ * chunks (and the pieces or rounds in them) in the same order, nothing
+ * waits for a step beyond a peer's window, and the node-local stages come
+ * in the same order on every rank of a node.
+ */
 static chorus_status_t hier_broadcast_build(const coll_args_t *args,
                                             const coll_env_t *env, coll_sched_t *sched)
 {
@@ -150,18 +179,23 @@ static chorus_status_t hier_broadcast_build(const coll_args_t *args,
         status = hier_bc_check(args, env);
     if (status != CHORUS_OK || args->count == 0)
         return status;
-    if (args->rank == args->root && args->sendbuf != args->recvbuf &&
-        coll_sched_copy(sched, args->recvbuf, args->sendbuf, args->count * h.esize, NULL, 0) < 0)
-        return CHORUS_ERR_NO_MEMORY;
     h.lmax = h.l->local_max;
     h.rootnode = h.l->node_of[args->root];
-    /* Piece 0 is the largest; tags run over every (phase, piece, chunk). */
+    h.node_id = h.l->node_of[args->rank];
+    h.local = topo_layout_node_size(h.l, h.node_id);
+    /* Piece 0 is the largest; tags run over every (phase, piece or round, chunk). */
     h.chunk = coll_chunk_elems(args->chunk_bytes, h.esize,
                                coll_ring_block_count(args->count, h.lmax, 0),
                                (long)HIER_BC_PHASES * h.lmax);
     h.nchunks = coll_chunk_count(coll_ring_block_count(args->count, h.lmax, 0), h.chunk);
+    h.counts = malloc(2 * (size_t)h.local * sizeof(*h.counts));
+    if (h.counts == NULL)
+        return CHORUS_ERR_NO_MEMORY;
+    h.displs = h.counts + h.local;
+    status = coll_node_init(&h.node, sched, args, env, h.chunk);
     for (size_t c = 0; c < h.nchunks && status == CHORUS_OK; c++)
-        status = hier_bc_chunk(&h, c);
+        status = h.node_id == h.rootnode ? hier_bc_root_node(&h, c) : hier_bc_other_node(&h, c);
+    free(h.counts);
     return status;
 }
 

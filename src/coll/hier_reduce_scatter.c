@@ -5,36 +5,40 @@
  * A block b whose rank lives on another node is reduced on my node by
  * red(n, b), the rank at local position (local index of b) mod L(n), L(n)
  * being the node's rank count, so that a node's outgoing partials are
- * spread over all its ranks as the senders on b's node are. The other
- * ranks of the node send their block b to that reducer, which reduces its
- * own block with theirs (by local position) and sends the node's partial
- * to b. Blocks of ranks on my node go straight to their owner. A rank
- * reduces its own block, those of its local peers (by position) and the
- * partials of the other nodes (by node number) into recvbuf, always in
- * that order, so the result does not depend on arrival order.
+ * spread over all its ranks as the senders on b's node are. The node
+ * reduces them in node-local reduce-scatters, one per round of another
+ * node's blocks (round t: those whose local indices are t L(n) .. t L(n) +
+ * L(n) - 1, one per reducer), and one of its own ranks' blocks, straight
+ * into their recvbufs. Each reducer sends the node's partial to b, and
+ * every rank reduces the partials of the other nodes (by node number) into
+ * its own block after its node's part, always in that order, so the
+ * result does not depend on arrival order. The node-local stages run on
+ * the node team when a collective transport serves the node, else as
+ * transfers between the node's ranks (node_stage.h); they reduce AVG as
+ * SUM, and each rank divides its block once at the end.
  *
  * A node link so carries (p - L(n)) blocks out of node n, where a flat ring
  * pushes p - 1 through one link. The schedule is appended chunk by chunk,
- * then block by block, the same walk on every rank, so the steps a peer
- * waits for sit within one (chunk, block) group of its own schedule and
- * never beyond the executor's window. Tags: b * nchunks + c for the local
- * stage, (p + b) * nchunks + c for the network stage.
+ * then node by node, the same walk on every rank, so the steps a peer
+ * waits for sit within one chunk of its own schedule and never beyond the
+ * executor's window. Tags: b * nchunks + c for the network stage, then one
+ * per node-local call.
  */
 #include "coll/coll.h"
 
 #include <stdlib.h>
 
+#include "coll/node_stage.h"
 #include "coll/ring.h"
 
 typedef struct {
     const coll_args_t *a;
     const topo_layout_t *l;
     coll_sched_t *sched;
+    coll_node_t node;
     size_t esize, block, chunk, nchunks;
-    int node, local;        /* my node and its rank count */
-    char *own_slots;        /* (local - 1) + (nnodes - 1) blocks: what my block receives */
-    char *red_slots;        /* (local - 1) blocks per block I reduce for another node */
-    int *red_index;         /* [size]: which of those blocks, or -1 */
+    int node_id, local;     /* my node and its rank count */
+    size_t *counts, *displs;    /* [local]: one node-local reduce-scatter's blocks */
 } hier_rs_t;
 
 static int hier_rs_reducer(const topo_layout_t *l, int node, int b)
@@ -42,141 +46,121 @@ static int hier_rs_reducer(const topo_layout_t *l, int node, int b)
     return topo_layout_rank(l, node, l->local_index[b] % topo_layout_node_size(l, node));
 }
 
-static uint32_t hier_rs_tag(const hier_rs_t *h, int net, int b, size_t c)
+/* Network tags: b * nchunks + c for the size blocks b. */
+static uint32_t hier_rs_tag(const hier_rs_t *h, int b, size_t c)
 {
-    return (uint32_t)(((size_t)(net ? h->a->size : 0) + (size_t)b) * h->nchunks + c);
+    return (uint32_t)((size_t)b * h->nchunks + c);
 }
 
-static size_t hier_rs_bytes(const hier_rs_t *h, size_t c)
+/* Node-local tags, after the network's: one per chunk, node and round. */
+static uint32_t hier_rs_node_tag(const hier_rs_t *h, size_t c, int m, int t)
+{
+    size_t calls = (c * (size_t)h->l->nnodes + (size_t)m) * (size_t)h->l->local_max;
+
+    return (uint32_t)((size_t)h->a->size * h->nchunks + calls + (size_t)t);
+}
+
+static size_t hier_rs_elems(const hier_rs_t *h, size_t c)
 {
     size_t left = h->a->count - c * h->chunk;
 
-    return (left < h->chunk ? left : h->chunk) * h->esize;
-}
-
-/* Chunk c of my sendbuf's block b. */
-static const char *hier_rs_send_at(const hier_rs_t *h, int b, size_t c)
-{
-    return (const char *)h->a->sendbuf + (size_t)b * h->block + c * h->chunk * h->esize;
+    return left < h->chunk ? left : h->chunk;
 }
 
 /*
- * Receive chunk c from peer into slot k of slots and reduce it into acc
- * (the first time: first op slot). *prev is the chain's last reduce.
+ * Chunk c of the blocks of node m's ranks in round t, reduced over my node:
+ * mine (if any) lands in recv. Returns the stage's step or -2.
  */
-static chorus_status_t hier_rs_fold(const hier_rs_t *h, int peer, uint32_t tag, char *slots,
-                                    int k, size_t c, const char *first, char *acc, long *prev)
+static long hier_rs_stage(hier_rs_t *h, size_t c, int m, int t, void *recv)
 {
-    size_t off = c * h->chunk * h->esize, bytes = hier_rs_bytes(h, c);
-    char *slot = slots + (size_t)k * h->block + off;
-    long deps[2];
+    int owners = topo_layout_node_size(h->l, m);
+    coll_node_call_t call = {.coll = COLL_REDUCE_SCATTER, .send = h->a->sendbuf, .recv = recv,
+                             .counts = h->counts, .displs = h->displs,
+                             .tag0 = hier_rs_node_tag(h, c, m, t)};
 
-    deps[0] = coll_sched_recv(h->sched, peer, tag, slot, bytes, NULL, 0);
-    deps[1] = *prev;
-    if (deps[0] < 0)
-        return CHORUS_ERR_NO_MEMORY;
-    *prev = coll_sched_reduce(h->sched, acc, k == 0 ? first : acc, slot, bytes, deps, 2);
-    return *prev < 0 ? CHORUS_ERR_NO_MEMORY : CHORUS_OK;
+    for (int j = 0; j < h->local; j++) {
+        int i = t * h->local + j, b = i < owners ? topo_layout_rank(h->l, m, i) : -1;
+
+        h->counts[j] = b >= 0 ? hier_rs_elems(h, c) : 0;
+        h->displs[j] = b >= 0 ? (size_t)b * h->a->count + c * h->chunk : 0;
+    }
+    return coll_node_stage(&h->node, &call, NULL, 0);
 }
 
-/* Chunk c of my own block: local peers' blocks, then each other node's partial. */
-static chorus_status_t hier_rs_own(const hier_rs_t *h, size_t c)
+/* Chunk c of node m's blocks (m not mine): reduced over my node, my partial sent to its rank. */
+static chorus_status_t hier_rs_foreign(hier_rs_t *h, size_t c, int m)
+{
+    int owners = topo_layout_node_size(h->l, m);
+    size_t bytes = hier_rs_elems(h, c) * h->esize;
+
+    for (int t = 0; t * h->local < owners; t++) {
+        int i = t * h->local + h->node.group.me;
+        int b = i < owners ? topo_layout_rank(h->l, m, i) : -1;
+        char *partial = b >= 0 ? coll_node_alloc(&h->node, bytes) : NULL;
+        long reduced;
+
+        if (b >= 0 && partial == NULL)
+            return CHORUS_ERR_NO_MEMORY;
+        reduced = hier_rs_stage(h, c, m, t, partial);
+        if (reduced == -2 || (b >= 0 && coll_sched_send(h->sched, b, hier_rs_tag(h, b, c),
+                                                        partial, bytes, &reduced, 1) < 0))
+            return CHORUS_ERR_NO_MEMORY;
+    }
+    return CHORUS_OK;
+}
+
+/*
+ * Chunk c of my own block: my node's part (after step `mine`), then each
+ * other node's partial; AVG divided at the end.
+ */
+static chorus_status_t hier_rs_own(hier_rs_t *h, size_t c, long mine)
 {
     const topo_layout_t *l = h->l;
-    int me = h->a->rank, k = 0;
+    int me = h->a->rank;
+    size_t bytes = hier_rs_elems(h, c) * h->esize;
     char *acc = (char *)h->a->recvbuf + c * h->chunk * h->esize;
-    const char *own = hier_rs_send_at(h, me, c);
-    chorus_status_t status = CHORUS_OK;
-    long prev = -1;
+    char *slots = l->nnodes > 1 ? coll_node_alloc(&h->node, (size_t)(l->nnodes - 1) * bytes)
+                                : NULL;
+    long prev = mine;
 
-    for (int i = 0; i < h->local && status == CHORUS_OK; i++) {
-        int peer = topo_layout_rank(l, h->node, i);
-
-        if (peer != me)
-            status = hier_rs_fold(h, peer, hier_rs_tag(h, 0, me, c), h->own_slots, k++, c,
-                                  own, acc, &prev);
-    }
-    for (int m = 0; m < l->nnodes && status == CHORUS_OK; m++) {
-        if (m != h->node)
-            status = hier_rs_fold(h, hier_rs_reducer(l, m, me), hier_rs_tag(h, 1, me, c),
-                                  h->own_slots, k++, c, own, acc, &prev);
-    }
-    if (status != CHORUS_OK)
-        return status;
-    /* Alone in the job: nothing to reduce with (a no-op in place). */
-    if (k == 0 && (prev = coll_sched_copy(h->sched, acc, own, hier_rs_bytes(h, c), NULL, 0)) < 0)
+    if (l->nnodes > 1 && slots == NULL)
         return CHORUS_ERR_NO_MEMORY;
-    if (h->a->op == CHORUS_AVG &&
-        coll_sched_finalize_op(h->sched, acc, hier_rs_bytes(h, c), &prev, 1) < 0)
+    for (int m = 0, k = 0; m < l->nnodes; m++) {
+        long deps[2];
+
+        if (m == h->node_id)
+            continue;
+        deps[0] = coll_sched_recv(h->sched, hier_rs_reducer(l, m, me), hier_rs_tag(h, me, c),
+                                  slots + (size_t)k++ * bytes, bytes, NULL, 0);
+        deps[1] = prev;
+        if (deps[0] < 0)
+            return CHORUS_ERR_NO_MEMORY;
+        prev = coll_sched_reduce(h->sched, acc, acc, slots + (size_t)(k - 1) * bytes, bytes,
+                                 deps, 2);
+        if (prev < 0)
+            return CHORUS_ERR_NO_MEMORY;
+    }
+    if (h->a->op == CHORUS_AVG && coll_sched_finalize_op(h->sched, acc, bytes, &prev, 1) < 0)
         return CHORUS_ERR_NO_MEMORY;
     return CHORUS_OK;
 }
 
-/* Chunk c of block b (on another node), which I reduce for my node and send to b. */
-static chorus_status_t hier_rs_reduce(const hier_rs_t *h, int b, size_t c)
+/* My steps for chunk c: every node's blocks in node order, then my own block's partials. */
+static chorus_status_t hier_rs_chunk(hier_rs_t *h, size_t c)
 {
-    int me = h->a->rank, k = 0;
-    const char *own = hier_rs_send_at(h, b, c);
-    char *slots, *acc;
     chorus_status_t status = CHORUS_OK;
-    long prev = -1;
+    long mine = -1;
 
-    if (h->local == 1)      /* alone on my node: my block is the node's partial */
-        return coll_sched_send(h->sched, b, hier_rs_tag(h, 1, b, c), own, hier_rs_bytes(h, c),
-                               NULL, 0) < 0 ? CHORUS_ERR_NO_MEMORY : CHORUS_OK;
-    slots = h->red_slots + (size_t)h->red_index[b] * (size_t)(h->local - 1) * h->block;
-    /* The first received chunk's slot accumulates the node's partial. */
-    acc = slots + c * h->chunk * h->esize;
-    for (int i = 0; i < h->local && status == CHORUS_OK; i++) {
-        int peer = topo_layout_rank(h->l, h->node, i);
-
-        if (peer != me)
-            status = hier_rs_fold(h, peer, hier_rs_tag(h, 0, b, c), slots, k++, c, own, acc,
-                                  &prev);
+    for (int m = 0; m < h->l->nnodes && status == CHORUS_OK; m++) {
+        if (m != h->node_id) {
+            status = hier_rs_foreign(h, c, m);
+            continue;
+        }
+        mine = hier_rs_stage(h, c, m, 0, (char *)h->a->recvbuf + c * h->chunk * h->esize);
+        if (mine == -2)
+            status = CHORUS_ERR_NO_MEMORY;
     }
-    if (status == CHORUS_OK && coll_sched_send(h->sched, b, hier_rs_tag(h, 1, b, c), acc,
-                                               hier_rs_bytes(h, c), &prev, 1) < 0)
-        status = CHORUS_ERR_NO_MEMORY;
-    return status;
-}
-
-/* My steps for chunk c of block b. */
-static chorus_status_t hier_rs_group(const hier_rs_t *h, int b, size_t c)
-{
-    int to;
-
-    if (b == h->a->rank)
-        return hier_rs_own(h, c);
-    if (h->red_index[b] >= 0)
-        return hier_rs_reduce(h, b, c);
-    /* To b itself on my node, else to the rank that reduces b here. */
-    to = h->l->node_of[b] == h->node ? b : hier_rs_reducer(h->l, h->node, b);
-    return coll_sched_send(h->sched, to, hier_rs_tag(h, 0, b, c), hier_rs_send_at(h, b, c),
-                           hier_rs_bytes(h, c), NULL, 0) < 0 ? CHORUS_ERR_NO_MEMORY
-                                                             : CHORUS_OK;
-}
-
-/* Which blocks I reduce, and scratch for them and for my own block. */
-static chorus_status_t hier_rs_setup(hier_rs_t *h)
-{
-    const topo_layout_t *l = h->l;
-    int me = h->a->rank, nred = 0;
-    size_t own_slots = (size_t)(h->local - 1) + (size_t)(l->nnodes - 1), red_slots;
-
-    h->red_index = malloc((size_t)h->a->size * sizeof(*h->red_index));
-    if (h->red_index == NULL)
-        return CHORUS_ERR_NO_MEMORY;
-    for (int b = 0; b < h->a->size; b++) {
-        int foreign = l->node_of[b] != h->node;
-
-        h->red_index[b] = foreign && hier_rs_reducer(l, h->node, b) == me ? nred++ : -1;
-    }
-    red_slots = (size_t)nred * (size_t)(h->local - 1);
-    if (own_slots > 0 && (h->own_slots = coll_sched_alloc(h->sched, own_slots * h->block)) == NULL)
-        return CHORUS_ERR_NO_MEMORY;
-    if (red_slots > 0 && (h->red_slots = coll_sched_alloc(h->sched, red_slots * h->block)) == NULL)
-        return CHORUS_ERR_NO_MEMORY;
-    return CHORUS_OK;
+    return status == CHORUS_OK ? hier_rs_own(h, c, mine) : status;
 }
 
 static chorus_status_t hier_reduce_scatter_build(const coll_args_t *args,
@@ -190,16 +174,20 @@ static chorus_status_t hier_reduce_scatter_build(const coll_args_t *args,
     if (status != CHORUS_OK || args->count == 0)
         return status;
     h.block = args->count * h.esize;
-    h.node = h.l->node_of[args->rank];
-    h.local = topo_layout_node_size(h.l, h.node);
-    /* Two tag ranges (local, network) of size blocks each. */
-    h.chunk = coll_chunk_elems(args->chunk_bytes, h.esize, args->count, 2L * args->size);
+    h.node_id = h.l->node_of[args->rank];
+    h.local = topo_layout_node_size(h.l, h.node_id);
+    /* The network's size block tags, then one per node-local call (at most L rounds). */
+    h.chunk = coll_chunk_elems(args->chunk_bytes, h.esize, args->count,
+                               (long)args->size + (long)h.l->nnodes * h.l->local_max);
     h.nchunks = coll_chunk_count(args->count, h.chunk);
-    status = hier_rs_setup(&h);
+    h.counts = malloc(2 * (size_t)h.local * sizeof(*h.counts));
+    if (h.counts == NULL)
+        return CHORUS_ERR_NO_MEMORY;
+    h.displs = h.counts + h.local;
+    status = coll_node_init(&h.node, sched, args, env, h.chunk);
     for (size_t c = 0; c < h.nchunks && status == CHORUS_OK; c++)
-        for (int b = 0; b < args->size && status == CHORUS_OK; b++)
-            status = hier_rs_group(&h, b, c);
-    free(h.red_index);
+        status = hier_rs_chunk(&h, c);
+    free(h.counts);
     return status;
 }
 

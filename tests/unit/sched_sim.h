@@ -18,6 +18,13 @@
  *                                  .chunk_bytes = 4096 };
  *     cr_assert_eq(sched_sim_run(&coll_ring_allreduce, args, p), 0);
  *     ... check out[r] element by element ...
+ *
+ * With a layout, every node of more than one rank can get a team of an
+ * in-memory collective transport (opts.teams), as a node served by shared
+ * memory has: a team call completes once every member has posted its call
+ * of the same turn, computed by a plain reference implementation of the
+ * collective (reductions in member order, AVG divided by the team's size);
+ * members whose calls of one turn differ fail it and are counted.
  */
 #ifndef CHORUS_TESTS_SCHED_SIM_H
 #define CHORUS_TESTS_SCHED_SIM_H
@@ -64,10 +71,23 @@ typedef struct {
     long late_rounds;
     /* The ranks' layout, for algorithms that split work by node (NULL: none). */
     const topo_layout_t *layout;
+    /*
+     * Node teams (needs layout): SCHED_SIM_TEAMS_NONE, or a team on every
+     * node of more than one rank whose transport runs every collective, with
+     * the v-forms of allgather and reduce_scatter (SCHED_SIM_TEAMS_VFORMS) or
+     * without them (SCHED_SIM_TEAMS_PLAIN). With deferred, a team call that
+     * is over completes only on a later progress of its rank, as a transfer.
+     */
+    int teams;
 } sched_sim_opts_t;
 
-/* Defaults used by sched_sim_run: eager sends, immediate completion, in order, no dead rank. */
-#define SCHED_SIM_OPTS_DEFAULT { 1, 0, 0, 0, -1, 0, -1, 0 }
+enum { SCHED_SIM_TEAMS_NONE = 0, SCHED_SIM_TEAMS_VFORMS, SCHED_SIM_TEAMS_PLAIN };
+
+/*
+ * Defaults used by sched_sim_run: eager sends, immediate completion, in
+ * order, no dead rank, no layout, no teams.
+ */
+#define SCHED_SIM_OPTS_DEFAULT { 1, 0, 0, 0, -1, 0, -1, 0, NULL, SCHED_SIM_TEAMS_NONE }
 
 typedef struct {
     long rounds;                /* rounds run */
@@ -77,6 +97,8 @@ typedef struct {
     long size_mismatches;       /* matched messages whose length differs from the receive size */
     long unmatched;             /* sends or receives left unmatched at the end */
     long send_buffer_changed;   /* sends whose buffer changed between post and completion */
+    long team_calls;            /* team calls completed, each counted once for all members */
+    long team_mismatches;       /* team calls whose members' arguments differed */
     int stuck;                  /* 1: ranks remained unfinished and nobody moved */
     /* Per rank: 1 complete, 0 unfinished, or the negative status its executor returned. */
     int result[SCHED_SIM_MAX_RANKS];
@@ -89,9 +111,10 @@ typedef struct {
  * args_per_rank[r] is rank r's call and must have rank == r and size == p.
  * Returns 0 when every rank completed, no zero-byte transfer was posted,
  * every message matched a receive of exactly its size, nothing was left
- * unmatched, every tag carried the call's tag base, and no send buffer
- * changed while its send was in flight (checked when completion is not
- * immediate); nonzero otherwise, with a one-line reason on stderr.
+ * unmatched, every tag carried the call's tag base, no send buffer changed
+ * while its send was in flight (checked when completion is not immediate)
+ * and every team call's members agreed; nonzero otherwise, with a one-line
+ * reason on stderr.
  */
 int sched_sim_run(const coll_alg_t *alg, const coll_args_t *args_per_rank, int p);
 
@@ -101,5 +124,17 @@ int sched_sim_run(const coll_alg_t *alg, const coll_args_t *args_per_rank, int p
  */
 int sched_sim_run_opts(const coll_alg_t *alg, const coll_args_t *args_per_rank, int p,
                        const sched_sim_opts_t *opts, sched_sim_stats_t *stats_p);
+
+/*
+ * Teams of the in-memory collective transport for the nodes of layout (as
+ * opts.teams), for building schedules without running them; their calls
+ * never complete. Destroy them after the schedules built with them.
+ */
+typedef struct sched_sim_teams sched_sim_teams_t;
+
+int sched_sim_teams_create(const topo_layout_t *layout, int teams, sched_sim_teams_t **teams_p);
+/* rank's environment: layout, its node team (NULL alone on its node), the transport's pricing. */
+void sched_sim_teams_env(sched_sim_teams_t *teams, int rank, coll_env_t *env);
+void sched_sim_teams_destroy(sched_sim_teams_t *teams);
 
 #endif

@@ -3,9 +3,12 @@
  * job layouts (several nodes, one node, one rank per node, uneven nodes and
  * nodes whose ranks are not consecutive), every dtype, counts from 0 to
  * large, every root, in place and out of place, with eager, rendezvous and
- * skewed progress, and are checked exactly on every rank. A second check
- * reads the schedules themselves: each byte crosses to each other node
- * exactly once.
+ * skewed progress, and are checked exactly on every rank: without node
+ * teams (node-local stages through the port), with teams of a collective
+ * transport that runs the v-forms, and with teams that do not (stages with
+ * blocks of differing length or place fall back to the port). A second
+ * check reads the schedules themselves: each byte crosses to each other
+ * node exactly once, and with teams only the network stage sends at all.
  *
  * Reductions use small integers whose result is exact in every dtype and
  * independent of the order of reduction (as in test_tree_algs.c).
@@ -81,6 +84,8 @@ static double rank_val(chorus_dtype_t dt, int r, size_t i)
 /* How the simulator drives the ranks. */
 enum { MODE_EAGER = 0, MODE_RENDEZVOUS, MODE_SKEW, MODE_COUNT };
 static const char *const mode_names[] = {"eager", "rendezvous", "skew"};
+/* How the nodes are served: by index SCHED_SIM_TEAMS_NONE, _VFORMS, _PLAIN. */
+static const char *const team_names[] = {"no teams", "teams", "teams without v-forms"};
 /* Each mode its own chunk size, so that small counts are cut into several chunks too. */
 static const size_t mode_chunk_bytes[] = {4096, 256, 1000};
 
@@ -89,7 +94,7 @@ typedef struct {
     coll_type_t coll;
     const topo_layout_t *l;
     const char *lname;
-    int p, root, inplace, mode;
+    int p, root, inplace, mode, teams;
     size_t count, esize, send_bytes, recv_bytes;
     chorus_dtype_t dt;
     chorus_op_t op;
@@ -97,13 +102,15 @@ typedef struct {
     unsigned char *recv[SCHED_SIM_MAX_RANKS];
     unsigned char *orig[SCHED_SIM_MAX_RANKS];   /* separate sendbuf with guards, as given */
     coll_args_t args[SCHED_SIM_MAX_RANKS];
+    sched_sim_stats_t stats;
 } world_t;
 
-#define CASE_FMT "%s %s layout %s count=%zu %s %s root=%d %s %s"
+#define CASE_FMT "%s %s layout %s count=%zu %s %s root=%d %s %s %s"
 #define CASE_ARGS(w)                                                                       \
     coll_type_name((w)->coll), (w)->alg->name, (w)->lname, (w)->count,                      \
         chorus_dtype_name((w)->dt), chorus_op_name((w)->op), (w)->root,                     \
-        (w)->inplace ? "in-place" : "out-of-place", mode_names[(w)->mode]
+        (w)->inplace ? "in-place" : "out-of-place", mode_names[(w)->mode],                  \
+        team_names[(w)->teams]
 
 /* A buffer with GUARD_BYTES of poison on each side; everything starts poisoned. */
 static unsigned char *guarded_alloc(size_t bytes)
@@ -216,6 +223,7 @@ static int world_run(world_t *w)
     unsigned seed = (unsigned)(w->p * 7919 + w->root * 31 + (int)w->count + w->mode);
 
     opts.layout = w->l;
+    opts.teams = w->teams;
     if (w->mode != MODE_EAGER) {
         /* Rendezvous sends and late completions: nothing may rely on buffering. */
         opts.eager = 0;
@@ -224,7 +232,7 @@ static int world_run(world_t *w)
     }
     if (w->mode == MODE_SKEW)
         opts.skew = 1;
-    return sched_sim_run_opts(w->alg, w->args, w->p, &opts, NULL);
+    return sched_sim_run_opts(w->alg, w->args, w->p, &opts, &w->stats);
 }
 
 /* sendbuf and its guards are as given, but for block r when it is recvbuf (in place). */
@@ -259,12 +267,19 @@ static void world_check(const world_t *w)
     }
 }
 
-static void run_case(size_t a, const topo_layout_t *l, const char *lname, size_t count,
-                     chorus_dtype_t dt, chorus_op_t op, int root, int inplace, int mode)
+/* What a sweep runs: one layout, and how its nodes are served. */
+typedef struct {
+    const topo_layout_t *l;
+    const char *lname;
+    int teams;
+} sweep_t;
+
+static void run_case(size_t a, const sweep_t *sw, size_t count, chorus_dtype_t dt,
+                     chorus_op_t op, int root, int inplace, int mode)
 {
-    world_t w = {.alg = hier_algs[a].alg, .coll = hier_algs[a].coll, .l = l, .lname = lname,
-                 .p = l->size, .root = root, .inplace = inplace, .mode = mode, .count = count,
-                 .dt = dt, .op = op};
+    world_t w = {.alg = hier_algs[a].alg, .coll = hier_algs[a].coll, .l = sw->l,
+                 .lname = sw->lname, .p = sw->l->size, .root = root, .inplace = inplace,
+                 .mode = mode, .teams = sw->teams, .count = count, .dt = dt, .op = op};
 
     w.esize = chorus_dtype_size(dt);
     w.send_bytes = count * w.esize * (w.coll == COLL_REDUCE_SCATTER ? (size_t)w.p : 1);
@@ -272,6 +287,11 @@ static void run_case(size_t a, const topo_layout_t *l, const char *lname, size_t
     for (int r = 0; r < w.p; r++)
         world_setup_rank(&w, r);
     cr_assert_eq(world_run(&w), 0, CASE_FMT ": the simulation failed", CASE_ARGS(&w));
+    /* With teams that run every stage, a node of several ranks has some to run; without, none. */
+    if (w.teams != SCHED_SIM_TEAMS_PLAIN)
+        cr_assert_eq(w.stats.team_calls > 0,
+                     w.teams == SCHED_SIM_TEAMS_VFORMS && count > 0 && sw->l->local_max > 1,
+                     CASE_FMT ": %ld team calls", CASE_ARGS(&w), w.stats.team_calls);
     world_check(&w);
     world_free(&w);
 }
@@ -288,39 +308,62 @@ static int nops(size_t a)
     return reduces(hier_algs[a].coll) ? CHORUS_OP_COUNT : 1;
 }
 
-static void sweep_layout(size_t a, size_t k, int big)
+static void sweep_layout(size_t a, size_t k, int big, int teams)
 {
     topo_layout_t *l = make_layout(k);
+    sweep_t sw = {.l = l, .lname = layout_names[k], .teams = teams};
 
     for (int root = 0; root < nroots(a, l->size); root++)
         for (int ip = 0; ip < 2; ip++)
             for (int mode = 0; mode < MODE_COUNT; mode++) {
                 if (big) {
-                    run_case(a, l, layout_names[k], BIG_COUNT, CHORUS_FLOAT32, CHORUS_SUM,
-                             root, ip, mode);
+                    run_case(a, &sw, BIG_COUNT, CHORUS_FLOAT32, CHORUS_SUM, root, ip, mode);
                     continue;
                 }
                 for (size_t c = 0; c < sizeof(small_counts) / sizeof(small_counts[0]); c++)
                     for (int dt = 0; dt < CHORUS_DTYPE_COUNT; dt++)
                         for (int op = 0; op < nops(a); op++)
-                            run_case(a, l, layout_names[k], small_counts[c],
-                                     (chorus_dtype_t)dt, (chorus_op_t)op, root, ip, mode);
+                            run_case(a, &sw, small_counts[c], (chorus_dtype_t)dt,
+                                     (chorus_op_t)op, root, ip, mode);
             }
     topo_layout_free(l);
 }
 
-Test(hier_algs, small_counts_every_dtype)
+static void sweep(int big, int teams)
 {
     for (size_t a = 0; a < NALGS; a++)
         for (size_t k = 0; k < NLAYOUTS; k++)
-            sweep_layout(a, k, 0);
+            sweep_layout(a, k, big, teams);
+}
+
+Test(hier_algs, small_counts_every_dtype)
+{
+    sweep(0, SCHED_SIM_TEAMS_NONE);
+}
+
+Test(hier_algs, small_counts_every_dtype_teams)
+{
+    sweep(0, SCHED_SIM_TEAMS_VFORMS);
+}
+
+Test(hier_algs, small_counts_every_dtype_teams_without_vforms)
+{
+    sweep(0, SCHED_SIM_TEAMS_PLAIN);
 }
 
 Test(hier_algs, large_count_float32)
 {
-    for (size_t a = 0; a < NALGS; a++)
-        for (size_t k = 0; k < NLAYOUTS; k++)
-            sweep_layout(a, k, 1);
+    sweep(1, SCHED_SIM_TEAMS_NONE);
+}
+
+Test(hier_algs, large_count_float32_teams)
+{
+    sweep(1, SCHED_SIM_TEAMS_VFORMS);
+}
+
+Test(hier_algs, large_count_float32_teams_without_vforms)
+{
+    sweep(1, SCHED_SIM_TEAMS_PLAIN);
 }
 
 /* ---- bytes that cross nodes --------------------------------------------------------- */
@@ -331,39 +374,71 @@ static int blocks_per_rank(size_t a)
     return hier_algs[a].coll == COLL_ALLGATHER || hier_algs[a].coll == COLL_REDUCE_SCATTER;
 }
 
-/* Sum over every rank's schedule of the bytes it sends to ranks on other nodes. */
-static size_t cross_node_bytes(size_t a, const topo_layout_t *l, size_t count,
-                               chorus_dtype_t dt, int root, size_t chunk_bytes)
+/* What every rank's schedule of one call sends, read from the steps without running them. */
+typedef struct {
+    size_t cross;                       /* bytes sent to ranks on other nodes */
+    size_t local;                       /* bytes sent to ranks on the same node */
+    long team_steps;
+    size_t in[SCHED_SIM_MAX_RANKS];     /* per rank: bytes it receives from other nodes */
+    size_t out[SCHED_SIM_MAX_RANKS];    /* and sends to them */
+} census_t;
+
+/* The environment of rank r: the layout, and the node teams of set (NULL: none). */
+static coll_env_t env_of(const topo_layout_t *l, sched_sim_teams_t *set, int r)
 {
-    size_t esize = chorus_dtype_size(dt), total = 0;
-    size_t bytes = count * esize * (blocks_per_rank(a) ? (size_t)l->size : 1);
+    coll_env_t env = {.nranks = l != NULL ? l->size : 0, .layout = l};
+
+    if (set != NULL && r >= 0 && r < l->size)
+        sched_sim_teams_env(set, r, &env);
+    return env;
+}
+
+static void census_steps(const coll_sched_t *s, const topo_layout_t *l, int r, census_t *c)
+{
+    for (size_t i = 0; i < s->nsteps; i++) {
+        const coll_step_t *st = &s->steps[i];
+
+        c->team_steps += st->kind == COLL_STEP_TEAM;
+        if (st->kind != COLL_STEP_SEND)
+            continue;
+        cr_assert(st->peer >= 0 && st->peer < l->size && st->peer != r, "rank %d sends to %d",
+                  r, st->peer);
+        if (l->node_of[st->peer] == l->node_of[r]) {
+            c->local += st->bytes;
+            continue;
+        }
+        c->cross += st->bytes;
+        c->in[st->peer] += st->bytes;
+        c->out[r] += st->bytes;
+    }
+}
+
+static void census(size_t a, const topo_layout_t *l, int teams, size_t count, chorus_dtype_t dt,
+                   int root, size_t chunk_bytes, census_t *c)
+{
+    size_t bytes = count * chorus_dtype_size(dt) * (blocks_per_rank(a) ? (size_t)l->size : 1);
     unsigned char *send = calloc(1, bytes + 1), *recv = calloc(1, bytes + 1);
+    sched_sim_teams_t *set = NULL;
 
     cr_assert(send != NULL && recv != NULL);
+    memset(c, 0, sizeof(*c));
+    if (teams != SCHED_SIM_TEAMS_NONE)
+        cr_assert_eq(sched_sim_teams_create(l, teams, &set), 0);
     for (int r = 0; r < l->size; r++) {
         coll_args_t args = {.coll = hier_algs[a].coll, .sendbuf = send, .recvbuf = recv,
                             .count = count, .dtype = dt, .op = CHORUS_SUM, .root = root,
                             .rank = r, .size = l->size, .chunk_bytes = chunk_bytes};
-        coll_env_t env = {.nranks = l->size, .layout = l};
+        coll_env_t env = env_of(l, set, r);
         coll_sched_t s;
 
         coll_sched_init(&s, dt, CHORUS_SUM, l->size);
         cr_assert_eq(hier_algs[a].alg->build(&args, &env, &s), CHORUS_OK, "rank %d", r);
-        for (size_t i = 0; i < s.nsteps; i++) {
-            const coll_step_t *st = &s.steps[i];
-
-            if (st->kind != COLL_STEP_SEND)
-                continue;
-            cr_assert(st->peer >= 0 && st->peer < l->size && st->peer != r,
-                      "rank %d sends to %d", r, st->peer);
-            if (l->node_of[st->peer] != l->node_of[r])
-                total += st->bytes;
-        }
+        census_steps(&s, l, r, c);
         coll_sched_finalize(&s);
     }
+    sched_sim_teams_destroy(set);
     free(send);
     free(recv);
-    return total;
 }
 
 /* What each algorithm must send across nodes; SIZE_MAX where no rule is written down yet. */
@@ -385,6 +460,38 @@ static size_t cross_node_expected(size_t a, const topo_layout_t *l, size_t count
     }
 }
 
+/*
+ * One call's census against the rules: the bytes that cross nodes, and how
+ * the node-local stages go: through the port without teams, only on the
+ * teams when they run the v-forms (no send stays on a node).
+ */
+static int check_census(size_t a, const topo_layout_t *l, const char *lname, int teams,
+                        size_t count, chorus_dtype_t dt, int root)
+{
+    size_t want = cross_node_expected(a, l, count, chorus_dtype_size(dt));
+    census_t c;
+
+    if (want == SIZE_MAX)
+        return 0;
+    census(a, l, teams, count, dt, root, 512, &c);
+    cr_assert_eq(c.cross, want, "%s %s layout %s count %zu %s root %d %s: %zu bytes cross "
+                 "nodes, expected %zu", coll_type_name(hier_algs[a].coll),
+                 hier_algs[a].alg->name, lname, count, chorus_dtype_name(dt), root,
+                 team_names[teams], c.cross, want);
+    if (teams == SCHED_SIM_TEAMS_NONE)
+        cr_assert_eq(c.team_steps, 0, "%s layout %s: team steps without teams",
+                     coll_type_name(hier_algs[a].coll), lname);
+    if (teams == SCHED_SIM_TEAMS_VFORMS) {
+        cr_assert_eq(c.local, 0, "%s layout %s count %zu root %d with teams: %zu bytes sent "
+                     "within nodes", coll_type_name(hier_algs[a].coll), lname, count, root,
+                     c.local);
+        cr_assert_eq(c.team_steps > 0, l->local_max > 1, "%s layout %s count %zu with teams: "
+                     "%ld team steps", coll_type_name(hier_algs[a].coll), lname, count,
+                     c.team_steps);
+    }
+    return 1;
+}
+
 Test(hier_algs, each_byte_crosses_to_each_node_once)
 {
     static const size_t counts[] = {1, 3, 1023, BIG_COUNT};
@@ -397,21 +504,10 @@ Test(hier_algs, each_byte_crosses_to_each_node_once)
 
             for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
                 for (size_t d = 0; d < sizeof(dts) / sizeof(dts[0]); d++)
-                    for (int root = 0; root < nroots(a, l->size); root++) {
-                        size_t want = cross_node_expected(a, l, counts[c],
-                                                          chorus_dtype_size(dts[d]));
-                        size_t got;
-
-                        if (want == SIZE_MAX)
-                            continue;
-                        got = cross_node_bytes(a, l, counts[c], dts[d], root, 512);
-                        cr_assert_eq(got, want, "%s %s layout %s count %zu %s root %d: "
-                                     "%zu bytes cross nodes, expected %zu",
-                                     coll_type_name(hier_algs[a].coll), hier_algs[a].alg->name,
-                                     layout_names[k], counts[c], chorus_dtype_name(dts[d]),
-                                     root, got, want);
-                        checked++;
-                    }
+                    for (int root = 0; root < nroots(a, l->size); root++)
+                        for (int teams = 0; teams < 3; teams++)
+                            checked += check_census(a, l, layout_names[k], teams, counts[c],
+                                                    dts[d], root);
             topo_layout_free(l);
         }
     /* allgather, broadcast and reduce_scatter always have a rule. */
@@ -419,39 +515,25 @@ Test(hier_algs, each_byte_crosses_to_each_node_once)
 }
 
 /*
- * Bytes each rank receives from other nodes (in[r]) and sends to them
- * (out[r]), summed over every rank's schedule. The receiving side of the
- * spread is the part a leader-based scheme would get wrong for allgather and
- * broadcast, the sending side for reduce_scatter.
+ * Teams whose transport lacks the v-forms take the stages whose blocks are
+ * of one length in member order (a single chunk of allgather here), and
+ * leave the others to the port, instead of failing the build.
  */
-static void cross_node_in(size_t a, const topo_layout_t *l, size_t count, int root,
-                          size_t in[SCHED_SIM_MAX_RANKS], size_t out[SCHED_SIM_MAX_RANKS])
+Test(hier_algs, teams_without_vforms_fall_back_to_the_port)
 {
-    size_t bytes = count * 4 * (blocks_per_rank(a) ? (size_t)l->size : 1);
-    unsigned char *send = calloc(1, bytes + 1), *recv = calloc(1, bytes + 1);
+    topo_layout_t *l = make_layout(0);     /* "2,2" */
+    census_t c;
 
-    cr_assert(send != NULL && recv != NULL);
-    memset(in, 0, SCHED_SIM_MAX_RANKS * sizeof(*in));
-    memset(out, 0, SCHED_SIM_MAX_RANKS * sizeof(*out));
-    for (int r = 0; r < l->size; r++) {
-        coll_args_t args = {.coll = hier_algs[a].coll, .sendbuf = send, .recvbuf = recv,
-                            .count = count, .dtype = CHORUS_FLOAT32, .op = CHORUS_SUM,
-                            .root = root, .rank = r, .size = l->size, .chunk_bytes = 1024};
-        coll_env_t env = {.nranks = l->size, .layout = l};
-        coll_sched_t s;
-
-        coll_sched_init(&s, CHORUS_FLOAT32, CHORUS_SUM, l->size);
-        cr_assert_eq(hier_algs[a].alg->build(&args, &env, &s), CHORUS_OK, "rank %d", r);
-        for (size_t i = 0; i < s.nsteps; i++)
-            if (s.steps[i].kind == COLL_STEP_SEND &&
-                l->node_of[s.steps[i].peer] != l->node_of[r]) {
-                in[s.steps[i].peer] += s.steps[i].bytes;
-                out[r] += s.steps[i].bytes;
-            }
-        coll_sched_finalize(&s);
-    }
-    free(send);
-    free(recv);
+    census(1, l, SCHED_SIM_TEAMS_PLAIN, 100, CHORUS_FLOAT32, 0, 4096, &c);
+    cr_assert(c.team_steps > 0 && c.local == 0, "one chunk: %ld team steps, %zu bytes sent "
+              "within nodes", c.team_steps, c.local);
+    census(1, l, SCHED_SIM_TEAMS_PLAIN, 1023, CHORUS_FLOAT32, 0, 512, &c);
+    cr_assert(c.team_steps == 0 && c.local > 0, "several chunks: %ld team steps, %zu bytes "
+              "sent within nodes", c.team_steps, c.local);
+    census(1, l, SCHED_SIM_TEAMS_VFORMS, 1023, CHORUS_FLOAT32, 0, 512, &c);
+    cr_assert(c.team_steps > 0 && c.local == 0, "with v-forms: %ld team steps, %zu bytes "
+              "sent within nodes", c.team_steps, c.local);
+    topo_layout_free(l);
 }
 
 /*
@@ -474,27 +556,32 @@ Test(hier_algs, every_local_rank_carries_a_share)
         L = l->local_max;
         for (size_t a = 0; a < NALGS; a++)
             for (int root = 0; root < l->size; root++) {
-                size_t in[SCHED_SIM_MAX_RANKS], out[SCHED_SIM_MAX_RANKS], want;
                 int rs = hier_algs[a].coll == COLL_REDUCE_SCATTER;
 
                 /* allreduce's rings are checked by each_byte_crosses_to_each_node_once. */
                 if (hier_algs[a].coll == COLL_ALLREDUCE)
                     continue;
-                cross_node_in(a, l, count, root, in, out);
-                for (int r = 0; r < l->size; r++) {
-                    cr_assert(!rs || out[r] == (size_t)(l->nnodes - 1) * count * 4,
-                              "reduce_scatter layout %s: rank %d sends %zu bytes to other nodes",
-                              even[k], r, out[r]);
-                    if (hier_algs[a].coll == COLL_ALLGATHER || rs)
-                        want = (size_t)(l->nnodes - 1) * count * 4;
-                    else if (l->node_of[r] == l->node_of[root])
-                        want = 0;
-                    else
-                        want = coll_ring_block_count(count, L, l->local_index[r]) * 4;
-                    cr_assert_eq(in[r], want, "%s layout %s root %d: rank %d receives %zu "
-                                 "bytes from other nodes, expected %zu",
-                                 coll_type_name(hier_algs[a].coll), even[k], root, r, in[r],
-                                 want);
+                for (int teams = 0; teams < 3; teams++) {
+                    census_t c;
+
+                    census(a, l, teams, count, CHORUS_FLOAT32, root, 1024, &c);
+                    for (int r = 0; r < l->size; r++) {
+                        size_t want;
+
+                        cr_assert(!rs || c.out[r] == (size_t)(l->nnodes - 1) * count * 4,
+                                  "reduce_scatter layout %s %s: rank %d sends %zu bytes to "
+                                  "other nodes", even[k], team_names[teams], r, c.out[r]);
+                        if (hier_algs[a].coll == COLL_ALLGATHER || rs)
+                            want = (size_t)(l->nnodes - 1) * count * 4;
+                        else if (l->node_of[r] == l->node_of[root])
+                            want = 0;
+                        else
+                            want = coll_ring_block_count(count, L, l->local_index[r]) * 4;
+                        cr_assert_eq(c.in[r], want, "%s layout %s root %d %s: rank %d receives "
+                                     "%zu bytes from other nodes, expected %zu",
+                                     coll_type_name(hier_algs[a].coll), even[k], root,
+                                     team_names[teams], r, c.in[r], want);
+                    }
                 }
                 if (hier_algs[a].coll != COLL_BROADCAST)
                     break;  /* no root */
@@ -505,63 +592,106 @@ Test(hier_algs, every_local_rank_carries_a_share)
 
 /* ---- arguments ----------------------------------------------------------------------- */
 
+/* Build rank args->rank's schedule in layout (with its node teams when teams); its status. */
 static chorus_status_t build_status(size_t a, const coll_args_t *args,
-                                    const topo_layout_t *layout, size_t *nsteps_p)
+                                    const topo_layout_t *layout, int teams, size_t *nsteps_p)
 {
-    coll_env_t env = {.nranks = args->size, .layout = layout};
+    sched_sim_teams_t *set = NULL;
+    coll_env_t env;
     coll_sched_t s;
     chorus_status_t st;
 
+    if (teams != SCHED_SIM_TEAMS_NONE && layout != NULL)
+        cr_assert_eq(sched_sim_teams_create(layout, teams, &set), 0);
+    env = env_of(layout, set, args->rank);
+    env.nranks = args->size;
     coll_sched_init(&s, args->dtype, args->op, args->size);
     st = hier_algs[a].alg->build(args, &env, &s);
     *nsteps_p = s.nsteps;
     coll_sched_finalize(&s);
+    sched_sim_teams_destroy(set);
     return st;
+}
+
+/* Building args gives want; a failed build appends nothing, a call of count > 0 something. */
+static void expect_build(size_t a, const coll_args_t *args, const topo_layout_t *layout,
+                         int teams, chorus_status_t want)
+{
+    size_t nsteps;
+    chorus_status_t got = build_status(a, args, layout, teams, &nsteps);
+
+    cr_assert_eq(got, want, "%s %s count %zu: status %d, expected %d",
+                 coll_type_name(hier_algs[a].coll), team_names[teams], args->count, got, want);
+    cr_assert_eq(nsteps > 0, want == CHORUS_OK && args->count > 0, "%s %s: %zu steps",
+                 coll_type_name(hier_algs[a].coll), team_names[teams], nsteps);
+}
+
+static void check_arguments(size_t a, const topo_layout_t *l4, const topo_layout_t *l6,
+                            int teams)
+{
+    static int32_t send[64], recv[64];
+    coll_args_t args = {.coll = hier_algs[a].coll, .sendbuf = send, .recvbuf = recv,
+                        .count = 16, .dtype = CHORUS_INT32, .op = CHORUS_SUM, .root = 0,
+                        .rank = 1, .size = 4, .chunk_bytes = 4096};
+
+    expect_build(a, &args, NULL, teams, CHORUS_ERR_INVALID_ARG);
+    args.count = 0;     /* even a call that moves nothing needs the layout */
+    expect_build(a, &args, NULL, teams, CHORUS_ERR_INVALID_ARG);
+    args.count = 16;
+    expect_build(a, &args, l6, teams, CHORUS_ERR_INVALID_ARG);  /* of another job size */
+    expect_build(a, &args, l4, teams, CHORUS_OK);
+    args.count = 0;
+    expect_build(a, &args, l4, teams, CHORUS_OK);
+    args.count = 16;
+    args.dtype = CHORUS_DTYPE_COUNT;
+    expect_build(a, &args, l4, teams, CHORUS_ERR_INVALID_ARG);
+    args.dtype = CHORUS_INT32;
+    args.rank = 4;
+    expect_build(a, &args, l4, teams, CHORUS_ERR_INVALID_ARG);
+    args.rank = 1;
+    args.recvbuf = NULL;
+    expect_build(a, &args, l4, teams, CHORUS_ERR_INVALID_ARG);
+    if (hier_algs[a].coll == COLL_BROADCAST) {
+        args.recvbuf = recv;
+        args.root = 4;
+        expect_build(a, &args, l4, teams, CHORUS_ERR_INVALID_ARG);
+    }
 }
 
 Test(hier_algs, layout_required)
 {
-    static int32_t send[64], recv[64];
     topo_layout_t *l4 = make_layout(0), *l6 = make_layout(1);    /* "2,2" and "3,2,1" */
-    size_t nsteps;
 
     cr_assert_eq(l4->size, 4);
+    for (size_t a = 0; a < NALGS; a++) {
+        check_arguments(a, l4, l6, SCHED_SIM_TEAMS_NONE);
+        check_arguments(a, l4, l6, SCHED_SIM_TEAMS_VFORMS);
+    }
+    topo_layout_free(l4);
+    topo_layout_free(l6);
+}
+
+/* A node team that is not the layout's node of the rank is an internal error, not a hang. */
+Test(hier_algs, team_must_match_the_layout)
+{
+    static int32_t send[64], recv[64];
+    topo_layout_t *l = make_layout(0);     /* "2,2" */
+    sched_sim_teams_t *set = NULL;
+
+    cr_assert_eq(sched_sim_teams_create(l, SCHED_SIM_TEAMS_VFORMS, &set), 0);
     for (size_t a = 0; a < NALGS; a++) {
         coll_args_t args = {.coll = hier_algs[a].coll, .sendbuf = send, .recvbuf = recv,
                             .count = 16, .dtype = CHORUS_INT32, .op = CHORUS_SUM, .root = 0,
                             .rank = 1, .size = 4, .chunk_bytes = 4096};
-        const topo_layout_t *layout = NULL;
-        const char *name = coll_type_name(hier_algs[a].coll);
+        coll_env_t env = env_of(l, set, 1), other = env_of(l, set, 0);
+        coll_sched_t s;
 
-        cr_assert_eq(build_status(a, &args, layout, &nsteps), CHORUS_ERR_INVALID_ARG, "%s", name);
-        cr_assert_eq(nsteps, 0, "%s", name);
-        args.count = 0;     /* even a call that moves nothing needs the layout */
-        cr_assert_eq(build_status(a, &args, layout, &nsteps), CHORUS_ERR_INVALID_ARG, "%s", name);
-        args.count = 16;
-        layout = l6;   /* a layout of another job size */
-        cr_assert_eq(build_status(a, &args, layout, &nsteps), CHORUS_ERR_INVALID_ARG, "%s", name);
-        cr_assert_eq(nsteps, 0, "%s", name);
-        layout = l4;
-        cr_assert_eq(build_status(a, &args, layout, &nsteps), CHORUS_OK, "%s", name);
-        cr_assert_gt(nsteps, 0, "%s", name);
-        args.count = 0;
-        cr_assert_eq(build_status(a, &args, layout, &nsteps), CHORUS_OK, "%s count 0", name);
-        cr_assert_eq(nsteps, 0, "%s count 0", name);
-        args.count = 16;
-        args.dtype = CHORUS_DTYPE_COUNT;
-        cr_assert_eq(build_status(a, &args, layout, &nsteps), CHORUS_ERR_INVALID_ARG, "%s", name);
-        args.dtype = CHORUS_INT32;
-        args.rank = 4;
-        cr_assert_eq(build_status(a, &args, layout, &nsteps), CHORUS_ERR_INVALID_ARG, "%s", name);
-        args.rank = 1;
-        args.recvbuf = NULL;
-        cr_assert_eq(build_status(a, &args, layout, &nsteps), CHORUS_ERR_INVALID_ARG, "%s", name);
-        if (hier_algs[a].coll == COLL_BROADCAST) {
-            args.recvbuf = recv;
-            args.root = 4;
-            cr_assert_eq(build_status(a, &args, layout, &nsteps), CHORUS_ERR_INVALID_ARG, "%s", name);
-        }
+        env.node_team = other.node_team;    /* rank 0's place on the node */
+        coll_sched_init(&s, args.dtype, args.op, args.size);
+        cr_assert_eq(hier_algs[a].alg->build(&args, &env, &s), CHORUS_ERR_INTERNAL, "%s",
+                     coll_type_name(hier_algs[a].coll));
+        coll_sched_finalize(&s);
     }
-    topo_layout_free(l4);
-    topo_layout_free(l6);
+    sched_sim_teams_destroy(set);
+    topo_layout_free(l);
 }
