@@ -100,6 +100,11 @@ static double cma(const shm_price_t *t, coll_type_t coll, double n)
     case COLL_BROADCAST:
         work = rounds(t, n) * SHM_PRICE_CMA_CALL + n * SHM_PRICE_CMA_BYTE;
         break;
+    case COLL_ALLTOALL:
+        /* n is one rank's send buffer: one read of its block from every peer, its own copied. */
+        work = (p - 1) * (SHM_PRICE_CMA_CALL + n / p * SHM_PRICE_CMA_BYTE) +
+               n / p * SHM_PRICE_COPY;
+        break;
     default:
         return INFINITY;
     }

@@ -153,6 +153,10 @@ chorus_status_t shm_node_create(shm_region_t *own, const shm_card_t *cards, int 
     node->me = local_rank;
     node->n = local_size;
     node->dead_peer = -1;
+    atomic_init(&node->next_ticket, 0);
+    atomic_init(&node->serving, 0);
+    atomic_init(&node->broken, 0);
+    pthread_mutex_init(&node->turn_lock, NULL);
     node->cfg = *cfg;
     node->own = *own;
     free(own);
@@ -209,5 +213,6 @@ void shm_node_destroy(shm_node_t *node)
     free(node->acc);
     free(node->tmp);
     free(node->skipped);
+    pthread_mutex_destroy(&node->turn_lock);
     free(node);
 }

@@ -41,12 +41,12 @@ static void ring(shm_ctrl_t *c)
     }
 }
 
-void shm_post(shm_node_t *node, uint32_t fp)
+void shm_post(shm_node_t *node, uint32_t tag)
 {
     shm_ctrl_t *c = node->ctrl[node->me];
 
     node->step++;
-    atomic_store(&c->step, ((uint64_t)(fp & 0xffff) << SHM_STEP_BITS) | node->step);
+    atomic_store(&c->step, ((uint64_t)(tag & 0xffff) << SHM_STEP_BITS) | node->step);
     ring(c);
 }
 
@@ -58,7 +58,7 @@ void shm_node_fail(shm_node_t *node, chorus_status_t status)
     if (node == NULL)
         return;
     c = node->ctrl[node->me];
-    node->broken = 1;
+    atomic_store(&node->broken, 1);
     atomic_compare_exchange_strong(&c->failed, &expected, (int32_t)status);
     ring(c);
 }
@@ -83,7 +83,7 @@ static int any_failed(shm_node_t *node)
     return 0;
 }
 
-int shm_reached(shm_node_t *node, uint64_t step, uint64_t base, uint32_t fp, int *peer_p)
+int shm_reached(shm_node_t *node, uint64_t step, uint64_t base, uint32_t tag, int *peer_p)
 {
     int rc = any_failed(node);
 
@@ -93,11 +93,11 @@ int shm_reached(shm_node_t *node, uint64_t step, uint64_t base, uint32_t fp, int
         shm_ctrl_t *c = node->ctrl[j];
         uint64_t v = atomic_load_explicit(&c->step, memory_order_acquire);
         uint64_t s = v & SHM_STEP_MASK;
-        if (s > base && s <= step && (v >> SHM_STEP_BITS) != (fp & 0xffff)) {
+        if (s > base && s <= step && (v >> SHM_STEP_BITS) != (tag & 0xffff)) {
             chorus_error("local rank %d is in a different collective call (its call's "
                          "fingerprint %04x, this rank's %04x, at step %llu): the ranks called "
                          "collectives in different orders or with different arguments", j,
-                         (unsigned)(v >> SHM_STEP_BITS), fp & 0xffff, (unsigned long long)s);
+                         (unsigned)(v >> SHM_STEP_BITS), tag & 0xffff, (unsigned long long)s);
             return CHORUS_ERR_INVALID_ARG;
         }
         if (s < step) {
