@@ -36,6 +36,11 @@ void case_layout(case_layout_kind_t kind, int n, size_t long_elems, case_layout_
     l->span = at;
 }
 
+int case_runs(const rig_member_t *m, int v, coll_type_t coll, int vform)
+{
+    return tl_coll_variant_runs(m->ops, v, coll, m->flags, vform);
+}
+
 size_t case_long(chorus_dtype_t dtype)
 {
     return 2 * CASE_SLOT_BYTES / chorus_dtype_size(dtype) + 3;

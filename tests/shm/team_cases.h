@@ -64,6 +64,9 @@ typedef struct {
     int nareas;
 } case_call_t;
 
+/* Whether variant v runs coll (its v-form when vform) on m's team. */
+int case_runs(const rig_member_t *m, int v, coll_type_t coll, int vform);
+
 /* Elements of a count "longer than a slot" for dtype. */
 size_t case_long(chorus_dtype_t dtype);
 
