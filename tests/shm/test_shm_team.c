@@ -17,6 +17,7 @@
  */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -353,4 +354,30 @@ static int refused_proc(rig_t *rig, int proc, void *arg)
 Test(shm_team, refused_calls_take_no_turn, .timeout = 60)
 {
     rig_destroy(run_procs(2, refused_proc, NULL));
+}
+
+/* ---- prices --------------------------------------------------------------- */
+
+/* Alltoall is priced on both data paths, single copy only where the team has it. */
+Test(shm_team, alltoall_priced_where_it_runs)
+{
+    tl_team_desc_t cma = {.size = 4, .cores = 2, .flags = TL_TEAM_OK | SHM_TEAM_CMA};
+    tl_team_desc_t flat = {.size = 4, .cores = 2, .flags = TL_TEAM_OK};
+    int v_flat = rig_variant(ops, "shm"), v_slice = rig_variant(ops, "shm_slice");
+    int v_cma = rig_variant(ops, "shm_cma");
+
+    for (size_t bytes = 1024; bytes <= ((size_t)64 << 20); bytes *= 16) {
+        double f = ops->price(NULL, &cma, v_flat, COLL_ALLTOALL, bytes);
+        double c = ops->price(NULL, &cma, v_cma, COLL_ALLTOALL, bytes);
+
+        cr_expect(f > 0 && f < INFINITY, "shm alltoall of %zu bytes priced %g", bytes, f);
+        cr_expect(c > 0 && c < INFINITY, "shm_cma alltoall of %zu bytes priced %g", bytes, c);
+        cr_expect(ops->price(NULL, &cma, v_flat, COLL_ALLTOALL, 2 * bytes) > f,
+                  "shm alltoall of %zu bytes costs no more than half as much", 2 * bytes);
+        cr_expect_eq(ops->price(NULL, &flat, v_cma, COLL_ALLTOALL, bytes), INFINITY);
+        cr_expect_eq(ops->price(NULL, &cma, v_slice, COLL_ALLTOALL, bytes), INFINITY);
+    }
+    cr_expect(ops->variants[v_flat].vforms && ops->variants[v_cma].vforms,
+              "the flat and single-copy variants run the v-forms");
+    cr_expect(!ops->variants[v_slice].vforms);
 }

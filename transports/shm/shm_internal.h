@@ -95,7 +95,8 @@ struct shm_node {
     size_t skipped_cap;
     _Atomic int broken;         /* a call failed part way: the counters are out of step */
     int dead_peer;              /* a local rank whose process is gone, or -1 */
-    size_t spin;
+    size_t spin_max;            /* polls before yielding at most (CHORUS_SHM_SPIN, or 0) */
+    size_t spin;                /* polls before yielding now: learnt from recent waits */
     void *acc;                  /* single-copy path: private chunk buffers */
     void *tmp;
     size_t chunk;

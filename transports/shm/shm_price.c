@@ -55,8 +55,10 @@ static double flat(const shm_price_t *t, coll_type_t coll, double n)
     case COLL_BROADCAST:
         return rounds(t, n) * t->step + t->share * 2 * n * SHM_PRICE_COPY;
     case COLL_ALLTOALL:
-        /* n is one rank's send buffer: it is copied in whole and its blocks out. */
-        return rounds(t, n) * t->step + t->share * 2 * n * SHM_PRICE_COPY;
+        /* n is one rank's send buffer: a round moves a slot of its blocks for the peers,
+         * copied in and out again; its own block is copied across once. */
+        return rounds(t, n * (p - 1) / p) * t->step +
+               t->share * (2.0 * (p - 1) + 1) / p * n * SHM_PRICE_COPY;
     case COLL_BARRIER:
         return t->step;
     default:

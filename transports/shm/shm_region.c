@@ -176,7 +176,7 @@ chorus_status_t shm_node_create(shm_region_t *own, const shm_card_t *cards, int 
         shm_node_destroy(node);
         return status;
     }
-    node->spin = cfg->spin;
+    node->spin_max = node->spin = cfg->spin;
     *cma_ok_p = cma_ok;
     *node_p = node;
     return CHORUS_OK;
@@ -188,7 +188,7 @@ void shm_node_seal(shm_node_t *node, int use_cma, int cores)
     /* With more ranks than cores, the peer a waiter polls for may need the waiter's core:
      * yield at once instead of spinning. */
     if (cores > 0 && node->n > cores)
-        node->spin = 0;
+        node->spin_max = node->spin = 0;
     if (node->own.fd >= 0)
         close(node->own.fd);
     node->own.fd = -1;

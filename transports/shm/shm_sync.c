@@ -4,6 +4,12 @@
  * then yield, then sleep on the lagging peer's futex word, so that more
  * ranks than cores still make progress: a sleeper registers itself before
  * its last check, and a poster rings the bell only when someone sleeps.
+ *
+ * How long to spin is learnt: twice the polls that recent waits needed,
+ * within CHORUS_SHM_SPIN. A peer that is running posts within a few
+ * hundred polls; one that is not (the machine has more work than cores,
+ * or the peer is busy copying) makes every spin a waste of the core it may
+ * need, so a spin that fails halves the next one.
  */
 #include <errno.h>
 #include <limits.h>
@@ -27,6 +33,8 @@
 
 /* Yields between the spin and the first sleep. */
 #define SHM_YIELDS 8
+/* The shortest learnt spin: polls that cost less than a yield. */
+#define SHM_SPIN_MIN 32
 
 static long futex(_Atomic uint32_t *word, int op, uint32_t val, const struct timespec *ts)
 {
@@ -143,6 +151,16 @@ int shm_pid_gone(pid_t pid)
     return state == 'Z' || state == 'X' || (flags & SHM_PF_EXITING) != 0;
 }
 
+/* A spin that ended after polls: a hit when the peer moved. */
+static void spin_learn(shm_node_t *node, size_t polls, int hit)
+{
+    size_t next = hit ? 2 * polls : node->spin / 2;
+
+    if (next < SHM_SPIN_MIN)
+        next = SHM_SPIN_MIN;
+    node->spin = next < node->spin_max ? next : node->spin_max;
+}
+
 void shm_sleep(shm_node_t *node, int peer, uint64_t step, unsigned max_us)
 {
     shm_ctrl_t *c = node->ctrl[peer];
@@ -150,10 +168,13 @@ void shm_sleep(shm_node_t *node, int peer, uint64_t step, unsigned max_us)
     uint32_t bell;
 
     for (size_t i = 0; i < node->spin; i++) {
-        if (peer_moved(c, step))
+        if (peer_moved(c, step)) {
+            spin_learn(node, i, 1);
             return;
+        }
         shm_pause();
     }
+    spin_learn(node, node->spin, 0);
     for (int i = 0; i < SHM_YIELDS; i++) {
         if (peer_moved(c, step))
             return;
