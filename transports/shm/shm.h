@@ -106,7 +106,9 @@ typedef struct {
 
 /*
  * Takes the node's next turn. args (with its counts and displs in a v-form)
- * must stay valid until the call is over.
+ * must stay valid until the call is over. Every member passes the same
+ * arguments but its rank and buffers, a v-form's counts and displs
+ * included; members that differ fail the call (see shm_fingerprint).
  */
 void shm_op_init(shm_op_t *op, shm_node_t *node, const coll_args_t *args,
                  shm_kind_t kind);

@@ -5,6 +5,8 @@
  * straight into theirs (process_vm_writev). Each rank's reduction runs in
  * private cache-sized chunks, in rank order. Two steps per call: the
  * descriptors are published, and every rank is done with every buffer.
+ * The v-forms read and reduce each block where its layout puts it;
+ * alltoall's moves are in shm_alltoall.c.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -33,9 +35,9 @@ static int cma_error(const shm_node_t *node, int peer, const char *what, size_t 
     return err == EFAULT ? CHORUS_ERR_INVALID_ARG : CHORUS_ERR_SYSTEM;
 }
 
-/* Partial moves resume. */
+/* Move bytes between this process at local and peer's remote address; partial moves resume. */
 int shm_cma_move(const shm_node_t *node, int peer, int write, void *local, uint64_t remote,
-                    size_t bytes)
+                 size_t bytes)
 {
     while (bytes > 0) {
         struct iovec l = {.iov_base = local, .iov_len = bytes};
