@@ -18,7 +18,9 @@ void case_layout(case_layout_kind_t kind, int n, size_t long_elems, case_layout_
     for (int j = 0; j < n; j++) {
         switch (kind) {
         case LAYOUT_UNEVEN:
-            l->counts[j] = j % 3 == 1 ? 0 : j % 3 == 0 ? long_elems + (size_t)j : 2 * (size_t)j + 1;
+            l->counts[j] = j % 3 == 1   ? 0
+                           : j % 3 == 0 ? long_elems + (size_t)j
+                                        : 2 * (size_t)j + 1;
             break;
         case LAYOUT_ONE:
             l->counts[j] = j == n - 1 ? long_elems : 0;

@@ -97,6 +97,7 @@ struct shm_node {
     int dead_peer;              /* a local rank whose process is gone, or -1 */
     size_t spin_max;            /* polls before yielding at most (CHORUS_SHM_SPIN, or 0) */
     size_t spin;                /* polls before yielding now: learnt from recent waits */
+    double poll_s;              /* seconds one poll takes (shm_spin_calibrate) */
     void *acc;                  /* single-copy path: private chunk buffers */
     void *tmp;
     size_t chunk;
@@ -119,7 +120,9 @@ void shm_post(shm_node_t *node, uint32_t tag);
 int shm_reached(shm_node_t *node, uint64_t step, uint64_t base, uint32_t tag, int *peer_p);
 /* Whether the process is gone or exiting (killed, not yet reaped, counts as gone). */
 int shm_pid_gone(pid_t pid);
-/* Sleep on peer's bell until its step word changes or max_us pass. */
+/* Measure how long a poll of the spin takes, for learning how long to spin. */
+void shm_spin_calibrate(shm_node_t *node);
+/* Spin, yield, then sleep on peer's bell until its step word changes or max_us pass. */
 void shm_sleep(shm_node_t *node, int peer, uint64_t step, unsigned max_us);
 
 /* Copies and reductions. */

@@ -177,6 +177,7 @@ chorus_status_t shm_node_create(shm_region_t *own, const shm_card_t *cards, int 
         return status;
     }
     node->spin_max = node->spin = cfg->spin;
+    shm_spin_calibrate(node);
     *cma_ok_p = cma_ok;
     *node_p = node;
     return CHORUS_OK;

@@ -5,14 +5,19 @@
  * ranks than cores still make progress: a sleeper registers itself before
  * its last check, and a poster rings the bell only when someone sleeps.
  *
- * How long to spin is learnt: twice the polls that recent waits needed,
- * within CHORUS_SHM_SPIN. A peer that is running posts within a few
- * hundred polls; one that is not (the machine has more work than cores,
- * or the peer is busy copying) makes every spin a waste of the core it may
- * need, so a spin that fails halves the next one.
+ * How long to spin is learnt, within CHORUS_SHM_SPIN: twice what recent
+ * waits took. A peer that is running posts soon, and a waiter that sleeps
+ * instead costs both sides a wake-up through the kernel, which makes the
+ * next waits longer still; so a wait that ended soon after the spin gave
+ * up lengthens the next spin to cover it. A peer that is not running (the
+ * machine has more work than cores, or the peer shares this rank's core)
+ * posts late, or only once this rank yields, and spinning for it takes
+ * the core it may need: a wait that ended late, or not at all, or after a
+ * yield that let another task run, halves the next spin.
  */
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <linux/futex.h>
 #include <sched.h>
 #include <stdio.h>
@@ -30,11 +35,16 @@
 
 #include "transports/shm/shm_internal.h"
 #include "util/log.h"
+#include "util/time.h"
 
 /* Yields between the spin and the first sleep. */
 #define SHM_YIELDS 8
 /* The shortest learnt spin: polls that cost less than a yield. */
 #define SHM_SPIN_MIN 32
+/* A peer that posts later than this after a spin gave up was not running. */
+#define SHM_SPIN_WORTH_S 50e-6
+/* A yield that takes longer than this let another task run on this core. */
+#define SHM_YIELD_SWITCHED_S 5e-6
 
 static long futex(_Atomic uint32_t *word, int op, uint32_t val, const struct timespec *ts)
 {
@@ -151,34 +161,64 @@ int shm_pid_gone(pid_t pid)
     return state == 'Z' || state == 'X' || (flags & SHM_PF_EXITING) != 0;
 }
 
-/* A spin that ended after polls: a hit when the peer moved. */
-static void spin_learn(shm_node_t *node, size_t polls, int hit)
+static void spin_set(shm_node_t *node, double polls)
 {
-    size_t next = hit ? 2 * polls : node->spin / 2;
+    if (polls < SHM_SPIN_MIN)
+        polls = SHM_SPIN_MIN;
+    node->spin = polls < (double)node->spin_max ? (size_t)polls : node->spin_max;
+}
 
-    if (next < SHM_SPIN_MIN)
-        next = SHM_SPIN_MIN;
-    node->spin = next < node->spin_max ? next : node->spin_max;
+/*
+ * The peer moved late_s after a spin gave up (or not at all: late_s is
+ * infinite); shared: a yield in between let another task run on this core.
+ */
+static void spin_learn_late(shm_node_t *node, double late_s, int shared)
+{
+    if (late_s < SHM_SPIN_WORTH_S && !shared)
+        spin_set(node, 2.0 * ((double)node->spin + late_s / node->poll_s));
+    else
+        spin_set(node, (double)node->spin / 2);
+}
+
+void shm_spin_calibrate(shm_node_t *node)
+{
+    double start = chorus__now();
+
+    for (int i = 0; i < 256; i++) {
+        (void)atomic_load(&node->ctrl[node->me]->step);
+        shm_pause();
+    }
+    node->poll_s = (chorus__now() - start) / 256;
+    if (node->poll_s <= 0)
+        node->poll_s = 1e-9;
 }
 
 void shm_sleep(shm_node_t *node, int peer, uint64_t step, unsigned max_us)
 {
     shm_ctrl_t *c = node->ctrl[peer];
     struct timespec ts = {.tv_sec = max_us / 1000000, .tv_nsec = (long)(max_us % 1000000) * 1000};
+    double gave_up, now;
     uint32_t bell;
+    int shared = 0;
 
     for (size_t i = 0; i < node->spin; i++) {
         if (peer_moved(c, step)) {
-            spin_learn(node, i, 1);
+            spin_set(node, 2.0 * (double)i);
             return;
         }
         shm_pause();
     }
-    spin_learn(node, node->spin, 0);
+    gave_up = now = chorus__now();
     for (int i = 0; i < SHM_YIELDS; i++) {
-        if (peer_moved(c, step))
+        double before = now;
+
+        if (peer_moved(c, step)) {
+            spin_learn_late(node, now - gave_up, shared);
             return;
+        }
         sched_yield();
+        now = chorus__now();
+        shared |= now - before > SHM_YIELD_SWITCHED_S;
     }
     atomic_fetch_add(&c->sleepers, 1);
     bell = atomic_load(&c->bell);
@@ -186,6 +226,7 @@ void shm_sleep(shm_node_t *node, int peer, uint64_t step, unsigned max_us)
         errno == ETIMEDOUT && shm_pid_gone(node->pids[peer]))
         node->dead_peer = peer;     /* killed: it will never post again */
     atomic_fetch_sub(&c->sleepers, 1);
+    spin_learn_late(node, peer_moved(c, step) ? chorus__now() - gave_up : INFINITY, shared);
 }
 
 void shm_part(size_t m, size_t unit, int n, int j, size_t *lo, size_t *hi)
