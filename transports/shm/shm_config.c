@@ -24,7 +24,7 @@ static const chorus__config_var_t shm_vars[] = {
     {"CHORUS_SHM_SPIN", "2000",
      "most polls of a peer's flag before a waiting rank yields its core and then sleeps, "
      "when every local rank has a core of its own (each rank spins twice what its recent "
-     "waits needed, less after a spin that failed); with more local ranks than cores a "
+     "waits took, less after a peer that posted late); with more local ranks than cores a "
      "waiting rank yields at once",
      chorus__config_parse_size, offsetof(shm_config_t, spin)},
 };
