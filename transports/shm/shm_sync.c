@@ -193,40 +193,62 @@ void shm_spin_calibrate(shm_node_t *node)
         node->poll_s = 1e-9;
 }
 
+/* The spin; 1 when the peer moved during it. */
+static int spin(shm_node_t *node, shm_ctrl_t *c, uint64_t step)
+{
+    for (size_t i = 0; i < node->spin; i++) {
+        if (peer_moved(c, step)) {
+            spin_set(node, 2.0 * (double)i);
+            return 1;
+        }
+        shm_pause();
+    }
+    return 0;
+}
+
+/*
+ * Yield a few times; 1 when the peer moved. With learn set, *shared_p
+ * says whether a yield let another task run on this core.
+ */
+static int yield(shm_ctrl_t *c, uint64_t step, int learn, int *shared_p)
+{
+    double now = learn ? chorus__now() : 0;
+
+    for (int i = 0; i < SHM_YIELDS; i++) {
+        double before = now;
+
+        if (peer_moved(c, step))
+            return 1;
+        sched_yield();
+        if (learn) {
+            now = chorus__now();
+            *shared_p |= now - before > SHM_YIELD_SWITCHED_S;
+        }
+    }
+    return peer_moved(c, step);
+}
+
 void shm_sleep(shm_node_t *node, int peer, uint64_t step, unsigned max_us)
 {
     shm_ctrl_t *c = node->ctrl[peer];
     struct timespec ts = {.tv_sec = max_us / 1000000, .tv_nsec = (long)(max_us % 1000000) * 1000};
-    double gave_up, now;
+    int learn = node->spin_max > 0, shared = 0;
+    double gave_up;
     uint32_t bell;
-    int shared = 0;
 
-    for (size_t i = 0; i < node->spin; i++) {
-        if (peer_moved(c, step)) {
-            spin_set(node, 2.0 * (double)i);
-            return;
-        }
-        shm_pause();
+    if (spin(node, c, step))
+        return;
+    gave_up = learn ? chorus__now() : 0;
+    if (!yield(c, step, learn, &shared)) {
+        atomic_fetch_add(&c->sleepers, 1);
+        bell = atomic_load(&c->bell);
+        if (!peer_moved(c, step) && futex(&c->bell, FUTEX_WAIT, bell, &ts) != 0 &&
+            errno == ETIMEDOUT && shm_pid_gone(node->pids[peer]))
+            node->dead_peer = peer;     /* killed: it will never post again */
+        atomic_fetch_sub(&c->sleepers, 1);
     }
-    gave_up = now = chorus__now();
-    for (int i = 0; i < SHM_YIELDS; i++) {
-        double before = now;
-
-        if (peer_moved(c, step)) {
-            spin_learn_late(node, now - gave_up, shared);
-            return;
-        }
-        sched_yield();
-        now = chorus__now();
-        shared |= now - before > SHM_YIELD_SWITCHED_S;
-    }
-    atomic_fetch_add(&c->sleepers, 1);
-    bell = atomic_load(&c->bell);
-    if (!peer_moved(c, step) && futex(&c->bell, FUTEX_WAIT, bell, &ts) != 0 &&
-        errno == ETIMEDOUT && shm_pid_gone(node->pids[peer]))
-        node->dead_peer = peer;     /* killed: it will never post again */
-    atomic_fetch_sub(&c->sleepers, 1);
-    spin_learn_late(node, peer_moved(c, step) ? chorus__now() - gave_up : INFINITY, shared);
+    if (learn)
+        spin_learn_late(node, peer_moved(c, step) ? chorus__now() - gave_up : INFINITY, shared);
 }
 
 void shm_part(size_t m, size_t unit, int n, int j, size_t *lo, size_t *hi)
