@@ -254,7 +254,8 @@ void shm_sleep(shm_node_t *node, int peer, uint64_t step, unsigned max_us)
 void shm_part(size_t m, size_t unit, int n, int j, size_t *lo, size_t *hi)
 {
     size_t units = (m + unit - 1) / unit;
-    size_t a = units * (size_t)j / (size_t)n * unit, b = units * (size_t)(j + 1) / (size_t)n * unit;
+    size_t a = units * (size_t)j / (size_t)n * unit;
+    size_t b = units * (size_t)(j + 1) / (size_t)n * unit;
 
     *lo = a < m ? a : m;
     *hi = b < m ? b : m;
