@@ -4,9 +4,20 @@
  * then yield, then sleep on the lagging peer's futex word, so that more
  * ranks than cores still make progress: a sleeper registers itself before
  * its last check, and a poster rings the bell only when someone sleeps.
+ *
+ * How long to spin is learnt, within CHORUS_SHM_SPIN: twice what recent
+ * waits took. A peer that is running posts soon, and a waiter that sleeps
+ * instead costs both sides a wake-up through the kernel, which makes the
+ * next waits longer still; so a wait that ended soon after the spin gave
+ * up lengthens the next spin to cover it. A peer that is not running (the
+ * machine has more work than cores, or the peer shares this rank's core)
+ * posts late, or only once this rank yields, and spinning for it takes
+ * the core it may need: a wait that ended late, or not at all, or after a
+ * yield that let another task run, halves the next spin.
  */
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <linux/futex.h>
 #include <sched.h>
 #include <stdio.h>
@@ -24,9 +35,16 @@
 
 #include "transports/shm/shm_internal.h"
 #include "util/log.h"
+#include "util/time.h"
 
 /* Yields between the spin and the first sleep. */
 #define SHM_YIELDS 8
+/* The shortest learnt spin: polls that cost less than a yield. */
+#define SHM_SPIN_MIN 32
+/* A peer that posts later than this after a spin gave up was not running. */
+#define SHM_SPIN_WORTH_S 50e-6
+/* A yield that takes longer than this let another task run on this core. */
+#define SHM_YIELD_SWITCHED_S 5e-6
 
 static long futex(_Atomic uint32_t *word, int op, uint32_t val, const struct timespec *ts)
 {
@@ -41,12 +59,12 @@ static void ring(shm_ctrl_t *c)
     }
 }
 
-void shm_post(shm_node_t *node, uint32_t fp)
+void shm_post(shm_node_t *node, uint32_t tag)
 {
     shm_ctrl_t *c = node->ctrl[node->me];
 
     node->step++;
-    atomic_store(&c->step, ((uint64_t)(fp & 0xffff) << SHM_STEP_BITS) | node->step);
+    atomic_store(&c->step, ((uint64_t)(tag & 0xffff) << SHM_STEP_BITS) | node->step);
     ring(c);
 }
 
@@ -58,7 +76,7 @@ void shm_node_fail(shm_node_t *node, chorus_status_t status)
     if (node == NULL)
         return;
     c = node->ctrl[node->me];
-    node->broken = 1;
+    atomic_store(&node->broken, 1);
     atomic_compare_exchange_strong(&c->failed, &expected, (int32_t)status);
     ring(c);
 }
@@ -83,7 +101,7 @@ static int any_failed(shm_node_t *node)
     return 0;
 }
 
-int shm_reached(shm_node_t *node, uint64_t step, uint64_t base, uint32_t fp, int *peer_p)
+int shm_reached(shm_node_t *node, uint64_t step, uint64_t base, uint32_t tag, int *peer_p)
 {
     int rc = any_failed(node);
 
@@ -93,11 +111,11 @@ int shm_reached(shm_node_t *node, uint64_t step, uint64_t base, uint32_t fp, int
         shm_ctrl_t *c = node->ctrl[j];
         uint64_t v = atomic_load_explicit(&c->step, memory_order_acquire);
         uint64_t s = v & SHM_STEP_MASK;
-        if (s > base && s <= step && (v >> SHM_STEP_BITS) != (fp & 0xffff)) {
+        if (s > base && s <= step && (v >> SHM_STEP_BITS) != (tag & 0xffff)) {
             chorus_error("local rank %d is in a different collective call (its call's "
                          "fingerprint %04x, this rank's %04x, at step %llu): the ranks called "
                          "collectives in different orders or with different arguments", j,
-                         (unsigned)(v >> SHM_STEP_BITS), fp & 0xffff, (unsigned long long)s);
+                         (unsigned)(v >> SHM_STEP_BITS), tag & 0xffff, (unsigned long long)s);
             return CHORUS_ERR_INVALID_ARG;
         }
         if (s < step) {
@@ -143,34 +161,101 @@ int shm_pid_gone(pid_t pid)
     return state == 'Z' || state == 'X' || (flags & SHM_PF_EXITING) != 0;
 }
 
+static void spin_set(shm_node_t *node, double polls)
+{
+    if (polls < SHM_SPIN_MIN)
+        polls = SHM_SPIN_MIN;
+    node->spin = polls < (double)node->spin_max ? (size_t)polls : node->spin_max;
+}
+
+/*
+ * The peer moved late_s after a spin gave up (or not at all: late_s is
+ * infinite); shared: a yield in between let another task run on this core.
+ */
+static void spin_learn_late(shm_node_t *node, double late_s, int shared)
+{
+    if (late_s < SHM_SPIN_WORTH_S && !shared)
+        spin_set(node, 2.0 * ((double)node->spin + late_s / node->poll_s));
+    else
+        spin_set(node, (double)node->spin / 2);
+}
+
+void shm_spin_calibrate(shm_node_t *node)
+{
+    double start = chorus__now();
+
+    for (int i = 0; i < 256; i++) {
+        (void)atomic_load(&node->ctrl[node->me]->step);
+        shm_pause();
+    }
+    node->poll_s = (chorus__now() - start) / 256;
+    if (node->poll_s <= 0)
+        node->poll_s = 1e-9;
+}
+
+/* The spin; 1 when the peer moved during it. */
+static int spin(shm_node_t *node, shm_ctrl_t *c, uint64_t step)
+{
+    for (size_t i = 0; i < node->spin; i++) {
+        if (peer_moved(c, step)) {
+            spin_set(node, 2.0 * (double)i);
+            return 1;
+        }
+        shm_pause();
+    }
+    return 0;
+}
+
+/*
+ * Yield a few times; 1 when the peer moved. With learn set, *shared_p
+ * says whether a yield let another task run on this core.
+ */
+static int yield(shm_ctrl_t *c, uint64_t step, int learn, int *shared_p)
+{
+    double now = learn ? chorus__now() : 0;
+
+    for (int i = 0; i < SHM_YIELDS; i++) {
+        double before = now;
+
+        if (peer_moved(c, step))
+            return 1;
+        sched_yield();
+        if (learn) {
+            now = chorus__now();
+            *shared_p |= now - before > SHM_YIELD_SWITCHED_S;
+        }
+    }
+    return peer_moved(c, step);
+}
+
 void shm_sleep(shm_node_t *node, int peer, uint64_t step, unsigned max_us)
 {
     shm_ctrl_t *c = node->ctrl[peer];
     struct timespec ts = {.tv_sec = max_us / 1000000, .tv_nsec = (long)(max_us % 1000000) * 1000};
+    int learn = node->spin_max > 0, shared = 0;
+    double gave_up;
     uint32_t bell;
 
-    for (size_t i = 0; i < node->spin; i++) {
-        if (peer_moved(c, step))
-            return;
-        shm_pause();
+    if (spin(node, c, step))
+        return;
+    gave_up = learn ? chorus__now() : 0;
+    if (!yield(c, step, learn, &shared)) {
+        atomic_fetch_add(&c->sleepers, 1);
+        bell = atomic_load(&c->bell);
+        if (!peer_moved(c, step) && futex(&c->bell, FUTEX_WAIT, bell, &ts) != 0 &&
+            errno == ETIMEDOUT && shm_pid_gone(node->pids[peer]))
+            node->dead_peer = peer;     /* killed: it will never post again */
+        atomic_fetch_sub(&c->sleepers, 1);
     }
-    for (int i = 0; i < SHM_YIELDS; i++) {
-        if (peer_moved(c, step))
-            return;
-        sched_yield();
-    }
-    atomic_fetch_add(&c->sleepers, 1);
-    bell = atomic_load(&c->bell);
-    if (!peer_moved(c, step) && futex(&c->bell, FUTEX_WAIT, bell, &ts) != 0 &&
-        errno == ETIMEDOUT && shm_pid_gone(node->pids[peer]))
-        node->dead_peer = peer;     /* killed: it will never post again */
-    atomic_fetch_sub(&c->sleepers, 1);
+    if (learn)
+        spin_learn_late(node, peer_moved(c, step) ? chorus__now() - gave_up : INFINITY, shared);
 }
 
 void shm_part(size_t m, size_t unit, int n, int j, size_t *lo, size_t *hi)
 {
     size_t units = (m + unit - 1) / unit;
-    size_t a = units * (size_t)j / (size_t)n * unit, b = units * (size_t)(j + 1) / (size_t)n * unit;
+    size_t a = units * (size_t)j / (size_t)n * unit;
+    size_t b = units * (size_t)(j + 1) / (size_t)n * unit;
 
     *lo = a < m ? a : m;
     *hi = b < m ? b : m;
