@@ -2,8 +2,8 @@
  * Every collective at 1 to 8 ranks: every dtype and op, counts 0, 1, 7, 1023
  * and above a million, in place and out of place, checked exactly on every
  * rank. The ranks share this machine, so the default is the node-local
- * shared-memory path; other suites force each node-local algorithm (with
- * small slots, so that calls take several rounds) and the TCP path.
+ * shared-memory team; other suites force each of its variants (with small
+ * slots, so that calls take several rounds) and the TCP path.
  */
 #include <stdlib.h>
 #include <criterion/criterion.h>
@@ -17,7 +17,7 @@ static const size_t small_counts[] = {0, 1, 7, 1023};
 
 /* Every collective's node-local algorithm of one kind, for every size. */
 #define SHM_ALL(kind) "allreduce=" kind ",reduce=" kind ",reduce_scatter=" kind          \
-                      ",allgather=" kind ",broadcast=" kind
+                      ",allgather=" kind ",broadcast=" kind ",alltoall=" kind
 /* The slice variant exists for the reductions to every rank and to a root. */
 #define SHM_SLICE "allreduce=shm_slice,reduce=shm_slice"
 
