@@ -55,15 +55,17 @@ void coll_sched_bind(coll_sched_t *sched, tl_port_t *port, uint64_t tag_base)
     sched->tag_base = tag_base;
 }
 
-/* 1 when some step is posted to the transport and not yet completed by it. */
+/* 1 when some transfer is posted to the transport and not yet completed by it. */
 static int sched_has_inflight(const coll_sched_t *s)
 {
     size_t end = s->first_pending + COLL_SCHED_WINDOW;
 
     if (end > s->nsteps)
         end = s->nsteps;
+    /* A team step's task holds no transport request: its finalize ends its part. */
     for (size_t i = s->first_pending; i < end; i++) {
-        if (s->steps[i].state == STEP_POSTED && !s->steps[i].req.done)
+        if (s->steps[i].state == STEP_POSTED && s->steps[i].kind != COLL_STEP_TEAM &&
+            !s->steps[i].req.done)
             return 1;
     }
     return 0;

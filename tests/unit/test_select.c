@@ -206,7 +206,10 @@ Test(cost, candidates_in_registry_order)
     cr_assert_not_null(algs[4]->team_ops);
     /* A short array gets the first ones and the count of all. */
     cr_assert_eq(coll_alg_list(COLL_ALLREDUCE, algs, 2), 7);
-    cr_assert_eq(coll_alg_list(COLL_ALLTOALL, algs, COLL_CANDIDATES_MAX), 1);
+    /* Alltoall: the pairwise exchange, then the shm team's staging and single copy. */
+    cr_assert_eq(coll_alg_list(COLL_ALLTOALL, algs, COLL_CANDIDATES_MAX), 3);
+    cr_assert_eq(algs[0], &coll_pairwise_alltoall);
+    cr_assert_str_eq(algs[1]->name, "shm");
     cr_assert_eq(coll_alg_list(COLL_BARRIER, algs, COLL_CANDIDATES_MAX), 2);
     cr_assert_str_eq(algs[1]->name, "shm");
     for (int c = 0; c < COLL_TYPE_COUNT; c++)
@@ -767,7 +770,8 @@ Test(node, team_variants_chosen)
     cr_assert_str_eq(lookup_name(t, COLL_ALLREDUCE, 16 << 10), "shm_slice");
     cr_assert_str_eq(lookup_name(t, COLL_ALLREDUCE, 64 << 20), "shm_slice");
     cr_assert_str_eq(lookup_name(t, COLL_BARRIER, 0), "shm");
-    cr_assert_eq(lookup(t, COLL_ALLTOALL, 1 << 20), &coll_pairwise_alltoall);
+    cr_assert_str_eq(lookup_name(t, COLL_ALLTOALL, 1 << 20), "shm");
+    cr_assert_eq(lookup(t, COLL_ALLTOALL, 1 << 20)->team_ops, env.team_ops);
     cr_assert_eq(lookup(t, COLL_ALLREDUCE, 8)->team_ops, env.team_ops);
     coll_select_destroy(t);
     /* Twice as many ranks as cores: every wait is a trip through the scheduler, so the
