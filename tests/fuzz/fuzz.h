@@ -47,13 +47,14 @@ static inline uint32_t fuzz_u32(const uint8_t *data, size_t size, size_t at)
 }
 
 /*
- * Input of fuzz_shm_peer: a head (ranks - 1, this rank, collective | steps << 4, root,
- * fingerprint u32, base step u32, count u32), then per rank: step word u64, failed i32,
- * descriptor sendbuf u64, recvbuf u64, count u32 (high bit: a u64 count follows) and
- * fingerprint u32 at offset 40.
+ * Input of fuzz_shm_peer: a head (ranks - 1, this rank, collective | steps << 4, root, the
+ * call's fingerprint u64, base step u32, count u32, v-form flag, op, 2 spare), then per
+ * rank: step word u64, failed i32, descriptor sendbuf u64, recvbuf u64, count u32 (high
+ * bit: a u64 count follows) at 28, descriptor fingerprint u64 at 40, staging fingerprint
+ * u64 at 48, and the rank's block in this rank's v-form: count u32 at 56, place u32 at 60.
  */
-#define FUZZ_SHM_HEAD_BYTES 16
-#define FUZZ_SHM_PEER_BYTES 48
+#define FUZZ_SHM_HEAD_BYTES 24
+#define FUZZ_SHM_PEER_BYTES 64
 
 static inline void fuzz_put_u64(uint8_t *p, uint64_t v)
 {

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "core/bootstrap_wire.h"
+#include "transports/shm/shm_internal.h"
 #include "transports/tcp/tcp.h"
 #include "fuzz.h"
 
@@ -97,9 +98,9 @@ static int tcp_seeds(void)
     tl_tcp_hello_t hello;
     int rc = 0;
 
-    tl_tcp_header_encode(&hdr, UINT64_C(0x0000000700000003), 4096);
+    tl_tcp_header_encode(&hdr, 0, UINT64_C(0x0000000700000003), 4096);
     rc |= put("fuzz_tcp_header", "data", &hdr, sizeof(hdr), NULL, 0);
-    tl_tcp_header_encode(&hdr, 0, TL_TCP_MAX_MSG);
+    tl_tcp_header_encode(&hdr, 0, 0, TL_TCP_MAX_MSG);
     rc |= put("fuzz_tcp_header", "max-length", &hdr, sizeof(hdr), NULL, 0);
     /* Acceptor rank 0 of 4 (size - 1 = 3, little-endian), hello from rank 2. */
     memset(prefix, 0, sizeof(prefix));
@@ -116,29 +117,37 @@ static int tcp_seeds(void)
     return rc;
 }
 
-/* Four ranks in step 1 of an allreduce of 1000 elements; variant 1 has rank 2 one step
- * behind, variant 2 has rank 3 in another call. */
+/*
+ * Four ranks in step 1 of a call: variant 0 an allreduce of 1000 elements in step, 1 the
+ * same with rank 2 one step behind, 2 with rank 3 in another call, 3 a v-form
+ * reduce_scatter in step with uneven blocks, 4 an alltoall whose rank 1 published another
+ * whole fingerprint.
+ */
 static int shm_seed(const char *name, int variant)
 {
     uint8_t in[FUZZ_SHM_HEAD_BYTES + 4 * FUZZ_SHM_PEER_BYTES];
-    const uint64_t fp = 0x5eed, base = 40, count = 1000;
+    const uint64_t fp = 0x5eed00c0ffee1234ull, base = 40, count = 1000;
+    static const uint32_t blocks[4] = {700, 0, 3, 1000}, places[4] = {1010, 2000, 900, 0};
 
     memset(in, 0, sizeof(in));
-    in[0] = 3;          /* four ranks */
-    in[1] = 1;          /* this rank */
-    in[2] = 0;          /* allreduce, one step */
-    fuzz_put_u64(in + 4, fp | base << 32);
-    fuzz_put_u64(in + 12, count);
+    in[0] = 3;                                  /* four ranks */
+    in[1] = 1;                                  /* this rank */
+    in[2] = variant == 4 ? 5 : variant == 3 ? 3 : 0;   /* alltoall, reduce_scatter, allreduce */
+    fuzz_put_u64(in + 4, fp);
+    fuzz_put_u64(in + 12, base | count << 32);
+    in[20] = variant == 3;                      /* v-form */
     for (int j = 0; j < 4; j++) {
         uint8_t *p = in + FUZZ_SHM_HEAD_BYTES + j * FUZZ_SHM_PEER_BYTES;
         uint64_t step = base + 1 - (variant == 1 && j == 2);
-        uint64_t tag = variant == 2 && j == 3 ? 0x0bad : fp;
+        uint64_t tag = variant == 2 && j == 3 ? 0x0bad : shm_fp_tag(fp);
 
         fuzz_put_u64(p, tag << 48 | step);
         fuzz_put_u64(p + 12, 0x7f0000001000u + (uint64_t)j * 0x100000);
         fuzz_put_u64(p + 20, 0x7f0000801000u + (uint64_t)j * 0x100000);
         fuzz_put_u64(p + 28, count);
         fuzz_put_u64(p + 40, fp);
+        fuzz_put_u64(p + 48, variant == 4 && j == 1 ? fp ^ 1 : fp);
+        fuzz_put_u64(p + 56, blocks[j] | (uint64_t)places[j] << 32);
     }
     return put("fuzz_shm_peer", name, in, sizeof(in), NULL, 0);
 }
@@ -151,7 +160,8 @@ int main(int argc, char **argv)
     }
     top = argv[1];
     return boot_seeds() | tcp_seeds() | shm_seed("in-step", 0) | shm_seed("behind", 1) |
-                   shm_seed("other-call", 2)
+                   shm_seed("other-call", 2) | shm_seed("vform-in-step", 3) |
+                   shm_seed("alltoall-other-fp", 4)
                ? 1
                : 0;
 }

@@ -1,17 +1,21 @@
 /*
- * Node-local collectives over shared memory. Every rank of a node owns one
- * region (a memfd: never a file in /dev/shm, gone with the last mapping,
- * also after SIGKILL) that its local peers map through /proc/<pid>/fd.
- * A region holds this rank's progress counter, a futex word and two data
- * slots. Collectives are state machines over the counters: each rank posts
- * "step s done" and waits until every local rank has posted step s, so any
- * thread (the caller's, or the progress thread for non-blocking calls) can
- * drive them, one call at a time and in call order.
+ * Collectives over shared memory on a team: ranks that share a machine,
+ * all of its ranks or any subset (one team per communicator). Every member
+ * owns one region per team (a memfd: never a file in /dev/shm, gone with
+ * the last mapping, also after SIGKILL) that the other members map through
+ * /proc/<pid>/fd. A region holds this member's progress counter, a futex
+ * word, what it publishes about the call and two data slots. Collectives
+ * are state machines over the counters: each rank posts "step s done" and
+ * waits until every member has posted step s, so any thread (the caller's,
+ * or the progress thread for non-blocking calls) can drive them, one call
+ * at a time and in call order.
  *
  * Two data paths: staging through the slots (copy in, reduce one slice of
- * every rank's data, copy out), and single copy with cross-memory attach
- * (process_vm_readv/writev straight between the ranks' own buffers) where
- * the kernel allows it.
+ * every rank's data or copy every rank's part out), and single copy with
+ * cross-memory attach (process_vm_readv/writev straight between the ranks'
+ * own buffers) where the kernel allows it. Both run allreduce, reduce,
+ * reduce_scatter, allgather, broadcast and alltoall, and the v-forms of
+ * allgather and reduce_scatter (blocks of any length, anywhere).
  */
 #ifndef CHORUS_SHM_H
 #define CHORUS_SHM_H
@@ -89,18 +93,30 @@ typedef struct {
     shm_kind_t kind;
     uint64_t ticket;            /* call order on the node */
     int phase;
-    uint32_t fp;                /* fingerprint of the call, checked against every peer's */
+    uint64_t fp;                /* fingerprint of the call, checked against every peer's */
+    uint32_t tag;               /* its 16 bits that every step word of the call carries */
     uint64_t base;              /* last step before this call */
     uint64_t wait_step;         /* step every rank must reach before the next move */
     int wait_peer;              /* first local rank found short of wait_step */
     size_t round, nrounds;
+    size_t per;                 /* staging: elements of each rank's part per round */
     size_t esize;
     size_t bytes;               /* the call's whole vector in bytes */
 } shm_op_t;
 
+/*
+ * Takes the node's next turn. args (with its counts and displs in a v-form)
+ * must stay valid until the call is over. Every member passes the same
+ * arguments but its rank and buffers, a v-form's counts and displs
+ * included; members that differ fail the call (see shm_fingerprint).
+ */
 void shm_op_init(shm_op_t *op, shm_node_t *node, const coll_args_t *args,
                  shm_kind_t kind);
-/* A call that will not run (its debug check failed on every rank): its turn is given up. */
+/*
+ * A call that will not run (skipped on every rank alike, or finalized
+ * before it was posted): its turn is given up, from any thread, without
+ * moving data or steps.
+ */
 void shm_op_skip(shm_op_t *op);
 /* 1: complete; 0: waiting for peers; < 0: failed (the node is unusable afterwards). */
 int shm_op_progress(shm_op_t *op);

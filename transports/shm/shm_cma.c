@@ -5,6 +5,8 @@
  * straight into theirs (process_vm_writev). Each rank's reduction runs in
  * private cache-sized chunks, in rank order. Two steps per call: the
  * descriptors are published, and every rank is done with every buffer.
+ * The v-forms read and reduce each block where its layout puts it;
+ * alltoall's moves are in shm_alltoall.c.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -34,8 +36,8 @@ static int cma_error(const shm_node_t *node, int peer, const char *what, size_t 
 }
 
 /* Move bytes between this process at local and peer's remote address; partial moves resume. */
-static int cma_move(const shm_node_t *node, int peer, int write, void *local, uint64_t remote,
-                    size_t bytes)
+int shm_cma_move(const shm_node_t *node, int peer, int write, void *local, uint64_t remote,
+                 size_t bytes)
 {
     while (bytes > 0) {
         struct iovec l = {.iov_base = local, .iov_len = bytes};
@@ -118,7 +120,7 @@ static int cma_reduce_chunk(shm_op_t *op, char *dst, size_t elem0, size_t c, siz
 
         if (j != node->me) {
             void *into = sofar == NULL ? (void *)dst : node->tmp;
-            if ((rc = cma_move(node, j, 0, into, desc_of(node, j)->sendbuf + off, k * es)) < 0)
+            if ((rc = shm_cma_move(node, j, 0, into, desc_of(node, j)->sendbuf + off, k * es)) < 0)
                 return rc;
             src = into;
         }
@@ -142,8 +144,8 @@ static int cma_reduce(shm_op_t *op)
 
     if (a->coll == COLL_REDUCE_SCATTER) {
         lo = 0;
-        hi = a->count;
-        elem0 = (size_t)node->me * a->count;
+        hi = coll_args_block(a, node->me);
+        elem0 = coll_args_displ(a, node->me);
     } else {
         shm_part(a->count, unit, node->n, node->me, &lo, &hi);
     }
@@ -159,39 +161,64 @@ static int cma_reduce(shm_op_t *op)
         for (int j = 0; j < node->n && a->coll != COLL_REDUCE_SCATTER; j++) {
             if (j == node->me || (a->coll == COLL_REDUCE && j != a->root))
                 continue;
-            if ((rc = cma_move(node, j, 1, dst, desc_of(node, j)->recvbuf + c * es, bytes)) < 0)
+            rc = shm_cma_move(node, j, 1, dst, desc_of(node, j)->recvbuf + c * es, bytes);
+            if (rc < 0)
                 return rc;
         }
     }
     return 0;
 }
 
+static int cma_broadcast(shm_op_t *op)
+{
+    const coll_args_t *a = &op->args;
+    size_t bytes = a->count * op->esize;
+
+    if (a->rank != a->root)
+        return shm_cma_move(op->node, a->root, 0, a->recvbuf, desc_of(op->node, a->root)->sendbuf,
+                            bytes);
+    if (a->recvbuf != a->sendbuf)
+        memcpy(a->recvbuf, a->sendbuf, bytes);
+    return 0;
+}
+
+/* Allgather: every peer's block read straight from its send buffer to where it goes. */
 static int cma_gather(shm_op_t *op)
 {
     shm_node_t *node = op->node;
     const coll_args_t *a = &op->args;
-    size_t block = a->count * op->esize;
     char *recv = a->recvbuf;
     int rc;
 
-    if (a->coll == COLL_BROADCAST) {
-        if (a->rank == a->root) {
-            if (recv != a->sendbuf)
-                memcpy(recv, a->sendbuf, block);
-            return 0;
-        }
-        return cma_move(node, a->root, 0, recv, desc_of(node, a->root)->sendbuf, block);
-    }
     for (int j = 0; j < node->n; j++) {
+        size_t bytes = coll_args_block(a, j) * op->esize;
+        char *at = recv + coll_args_displ(a, j) * op->esize;
+
+        if (bytes == 0)
+            continue;
         if (j == node->me) {
-            if (recv + (size_t)j * block != a->sendbuf)
-                memcpy(recv + (size_t)j * block, a->sendbuf, block);
-        } else if ((rc = cma_move(node, j, 0, recv + (size_t)j * block,
-                                  desc_of(node, j)->sendbuf, block)) < 0) {
+            if (at != a->sendbuf)
+                memcpy(at, a->sendbuf, bytes);
+        } else if ((rc = shm_cma_move(node, j, 0, at, desc_of(node, j)->sendbuf, bytes)) < 0) {
             return rc;
         }
     }
     return 0;
+}
+
+/* Every rank's part of the call, once every descriptor is published and checked. */
+static int cma_moves(shm_op_t *op)
+{
+    switch (op->args.coll) {
+    case COLL_BROADCAST:
+        return cma_broadcast(op);
+    case COLL_ALLGATHER:
+        return cma_gather(op);
+    case COLL_ALLTOALL:
+        return shm_a2a_cma(op);
+    default:
+        return cma_reduce(op);
+    }
 }
 
 int shm_cma_progress(shm_op_t *op)
@@ -202,27 +229,21 @@ int shm_cma_progress(shm_op_t *op)
     switch (op->round) {
     case 0:
         shm_desc_publish(node, &op->args, op->fp);
-        shm_post(node, op->fp);
+        shm_post(node, op->tag);
         op->round = 1;
         /* fall through */
     case 1:
-        if ((rc = shm_reached(node, op->base + 1, op->base, op->fp, &op->wait_peer)) <= 0) {
+        if ((rc = shm_reached(node, op->base + 1, op->base, op->tag, &op->wait_peer)) <= 0) {
             op->wait_step = op->base + 1;
             return rc;
         }
-        if ((rc = shm_desc_check(node, &op->args, op->fp)) < 0)
+        if ((rc = shm_desc_check(node, &op->args, op->fp)) < 0 || (rc = cma_moves(op)) < 0)
             return rc;
-        if (op->args.coll == COLL_ALLGATHER || op->args.coll == COLL_BROADCAST)
-            rc = cma_gather(op);
-        else
-            rc = cma_reduce(op);
-        if (rc < 0)
-            return rc;
-        shm_post(node, op->fp);
+        shm_post(node, op->tag);
         op->round = 2;
         /* fall through */
     default:
-        rc = shm_reached(node, op->base + 2, op->base, op->fp, &op->wait_peer);
+        rc = shm_reached(node, op->base + 2, op->base, op->tag, &op->wait_peer);
         op->wait_step = op->base + 2;
         return rc;
     }

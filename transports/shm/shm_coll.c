@@ -1,51 +1,72 @@
 /*
- * Staging collectives. A call runs in rounds of at most one slot of data;
- * each round: every rank copies its part into its slot and posts; then,
- * once all have posted, each rank reads what it needs from every slot
- * (the whole chunk, or only its own slice, which it reduces in its slot for
- * the others to copy out in a third step). The two slots alternate, so the
- * next round's copy-in only waits until every rank is done with the slot it
- * overwrites. Reductions run in rank order, or over slices reduced by one
- * rank each, so every rank ends with the same bits.
+ * The state machine of a team call, and the turns that order the calls.
+ *
+ * Staging calls run in rounds of at most one slot of data; each round:
+ * every rank copies its part into its slot and posts; then, once all have
+ * posted, each rank reads what it needs from every slot (the whole chunk,
+ * or only its own slice, which it reduces in its slot for the others to
+ * copy out in a third step). The two slots alternate, so the next round's
+ * copy-in only waits until every rank is done with the slot it overwrites.
+ * What each collective copies in and out is in shm_stage.c and
+ * shm_alltoall.c; single-copy calls are in shm_cma.c.
+ *
+ * The first round's wait also checks every rank's whole fingerprint of the
+ * call (published beside its step word), so that ranks that called with
+ * different arguments fail instead of reading each other's data wrongly.
  */
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "reduce/reduce.h"
 #include "transports/shm/shm_internal.h"
 #include "util/log.h"
 
 enum { PH_START, PH_SLOT, PH_IN, PH_MID, PH_CMA, PH_DONE };
 
-/* Elements per round for every rank's part. */
-static size_t round_elems(const shm_op_t *op)
+/* Elements of each rank's part per round: a slot, shared by the parts it holds. */
+static size_t round_elems(const shm_node_t *node, coll_type_t coll, size_t esize)
 {
-    size_t per = op->node->cfg.slot_bytes / op->esize;
+    size_t per = node->cfg.slot_bytes / esize, parts = 1, unit = shm_unit(esize);
 
-    if (op->args.coll == COLL_REDUCE_SCATTER)
-        per /= (size_t)op->node->n;
-    return per;
+    if (coll == COLL_REDUCE_SCATTER)
+        parts = (size_t)node->n;
+    else if (coll == COLL_ALLTOALL && node->n > 1)
+        parts = (size_t)node->n - 1;
+    per /= parts;
+    /* Parts that start on cache lines copy faster and share no line. */
+    return parts > 1 && per > unit ? per / unit * unit : per;
 }
 
-static uint32_t fingerprint(const coll_args_t *a, shm_kind_t kind)
+/* The longest part of any rank, which sets the number of rounds. */
+static size_t longest_part(const coll_args_t *a)
 {
-    uint64_t f[] = {(uint64_t)a->coll, a->count, (uint64_t)a->dtype,
-                    (uint64_t)(a->coll == COLL_ALLGATHER || a->coll == COLL_BROADCAST ||
-                               a->coll == COLL_BARRIER ? 0 : a->op),
-                    (uint64_t)a->root, (uint64_t)kind};
-    const unsigned char *p = (const unsigned char *)f;
-    uint32_t h = 2166136261u;
+    size_t m = 0;
 
-    for (size_t i = 0; i < sizeof(f); i++)
-        h = (h ^ p[i]) * 16777619u;
-    return (h ^ (h >> 16)) & 0xffff;
+    if (a->counts == NULL)
+        return a->count;
+    for (int j = 0; j < a->size; j++)
+        m = a->counts[j] > m ? a->counts[j] : m;
+    return m;
+}
+
+/* The bytes of the whole vector: what decides the streaming copies. */
+static size_t whole_bytes(const coll_args_t *a, size_t esize)
+{
+    size_t total = 0;
+
+    if (a->counts != NULL) {
+        for (int j = 0; j < a->size; j++)
+            total += a->counts[j];
+        return total * esize;
+    }
+    if (a->coll == COLL_ALLGATHER || a->coll == COLL_REDUCE_SCATTER ||
+        a->coll == COLL_ALLTOALL)
+        return a->count * esize * (size_t)a->size;
+    return a->count * esize;
 }
 
 void shm_op_init(shm_op_t *op, shm_node_t *node, const coll_args_t *args, shm_kind_t kind)
 {
-    size_t per = 0;
-
     memset(op, 0, sizeof(*op));
     op->node = node;
     op->args = *args;
@@ -54,192 +75,92 @@ void shm_op_init(shm_op_t *op, shm_node_t *node, const coll_args_t *args, shm_ki
         kind = SHM_FLAT;
     op->kind = kind;
     op->esize = chorus_dtype_size(args->dtype);
-    op->bytes = args->count * op->esize;
-    if (args->coll == COLL_ALLGATHER || args->coll == COLL_REDUCE_SCATTER)
-        op->bytes *= (size_t)node->n;
-    op->fp = fingerprint(args, kind);
-    op->ticket = node->next_ticket++;
+    op->bytes = whole_bytes(args, op->esize);
+    op->fp = shm_fingerprint(args, kind);
+    op->tag = shm_fp_tag(op->fp);
+    op->ticket = atomic_fetch_add_explicit(&node->next_ticket, 1, memory_order_relaxed);
     op->wait_peer = -1;
     if (args->coll == COLL_BARRIER) {
         op->nrounds = 1;
         return;
     }
-    per = op->esize ? round_elems(op) : 0;
-    op->nrounds = per ? (args->count + per - 1) / per : 0;
+    op->per = op->esize ? round_elems(node, args->coll, op->esize) : 0;
+    op->nrounds = op->per ? (longest_part(args) + op->per - 1) / op->per : 0;
+}
+
+/*
+ * The turn being served is over (turn_lock held): serve the turns given up
+ * before they came, then publish the next one. The release store makes
+ * everything this thread did to the node visible to the thread that sees
+ * the new value.
+ */
+static void turn_pass(shm_node_t *node)
+{
+    uint64_t next = atomic_load_explicit(&node->serving, memory_order_relaxed) + 1;
+
+    for (size_t i = 0; i < node->nskipped;) {
+        if (node->skipped[i] != next) {
+            i++;
+            continue;
+        }
+        node->skipped[i] = node->skipped[--node->nskipped];
+        next++;
+        i = 0;
+    }
+    atomic_store_explicit(&node->serving, next, memory_order_release);
+}
+
+/* Remember a turn given up before it came (turn_lock held); 0 when out of memory. */
+static int turn_remember(shm_node_t *node, uint64_t ticket)
+{
+    if (node->nskipped == node->skipped_cap) {
+        size_t cap = node->skipped_cap ? 2 * node->skipped_cap : 8;
+        uint64_t *grown = realloc(node->skipped, cap * sizeof(*grown));
+
+        if (grown == NULL)
+            return 0;
+        node->skipped = grown;
+        node->skipped_cap = cap;
+    }
+    node->skipped[node->nskipped++] = ticket;
+    return 1;
 }
 
 void shm_op_skip(shm_op_t *op)
 {
     shm_node_t *node = op->node;
-    uint64_t *grown;
 
-    if (node->nskipped == node->skipped_cap) {
-        size_t cap = node->skipped_cap ? 2 * node->skipped_cap : 8;
-        grown = realloc(node->skipped, cap * sizeof(*grown));
-        if (grown == NULL) {
-            /* The turn cannot be remembered: later calls must not wait for it forever. */
-            chorus_error("local rank %d: no memory to skip a node-local call", node->me);
-            node->broken = 1;
-            return;
-        }
-        node->skipped = grown;
-        node->skipped_cap = cap;
+    pthread_mutex_lock(&node->turn_lock);
+    if (atomic_load_explicit(&node->serving, memory_order_relaxed) == op->ticket) {
+        turn_pass(node);
+    } else if (!turn_remember(node, op->ticket)) {
+        /* The turn cannot be remembered: later calls must not wait for it forever. */
+        chorus_error("local rank %d: no memory to skip a node-local call", node->me);
+        atomic_store(&node->broken, 1);
     }
-    node->skipped[node->nskipped++] = op->ticket;
+    pthread_mutex_unlock(&node->turn_lock);
 }
 
-/* Turns given up before they came are served as they come. */
-static void serve_skipped(shm_node_t *node)
-{
-    for (size_t i = 0; i < node->nskipped;) {
-        if (node->skipped[i] != node->serving) {
-            i++;
-            continue;
-        }
-        node->skipped[i] = node->skipped[--node->nskipped];
-        node->serving++;
-        i = 0;
-    }
-}
-
-/* [*lo, *hi): this round's elements of every rank's part. */
-static void round_range(const shm_op_t *op, size_t *lo, size_t *hi)
-{
-    size_t per = round_elems(op);
-
-    *lo = op->round * per;
-    *hi = *lo + per < op->args.count ? *lo + per : op->args.count;
-}
-
-static int is_root(const shm_op_t *op)
-{
-    return op->args.rank == op->args.root;
-}
-
-static void copy_in(shm_op_t *op, char *slot, size_t lo, size_t hi)
-{
-    const coll_args_t *a = &op->args;
-    const char *src = a->sendbuf;
-    size_t es = op->esize, len = (hi - lo) * es;
-
-    switch (a->coll) {
-    case COLL_BROADCAST:
-        if (is_root(op))
-            memcpy(slot, src + lo * es, len);
-        break;
-    case COLL_REDUCE_SCATTER:
-        for (int b = 0; b < op->node->n; b++)
-            memcpy(slot + (size_t)b * len, src + ((size_t)b * a->count + lo) * es, len);
-        break;
-    case COLL_BARRIER:
-        break;
-    default:
-        memcpy(slot, src + lo * es, len);
-        break;
-    }
-}
-
-/* dst = reduction over every rank's slot at offset, in rank order. */
-static void reduce_all(shm_op_t *op, void *dst, size_t offset, size_t elems)
+static int op_finish(shm_op_t *op)
 {
     shm_node_t *node = op->node;
-    chorus__reduce_fn fn = chorus__reduce_kernel(op->args.dtype, op->args.op);
-    int slot = node->slot;
 
-    if (node->n == 1)
-        memcpy(dst, shm_slot(node, 0, slot) + offset, elems * op->esize);
-    else
-        fn(dst, shm_slot(node, 0, slot) + offset, shm_slot(node, 1, slot) + offset, elems);
-    for (int j = 2; j < node->n; j++)
-        fn(dst, dst, shm_slot(node, j, slot) + offset, elems);
-    chorus__reduce_finalize(op->args.dtype, op->args.op, dst, elems, node->n);
-}
-
-/* Slice path, middle step: this rank's slice of the chunk, reduced in its own slot. */
-static void reduce_slice(shm_op_t *op, size_t m)
-{
-    shm_node_t *node = op->node;
-    chorus__reduce_fn fn = chorus__reduce_kernel(op->args.dtype, op->args.op);
-    size_t unit = shm_unit(op->esize), lo, hi;
-    char *mine;
-
-    shm_part(m, unit, node->n, node->me, &lo, &hi);
-    mine = shm_slot(node, node->me, node->slot) + lo * op->esize;
-    for (int j = 0; j < node->n && hi > lo; j++) {
-        if (j != node->me)
-            fn(mine, mine, shm_slot(node, j, node->slot) + lo * op->esize, hi - lo);
-    }
-    chorus__reduce_finalize(op->args.dtype, op->args.op, mine, hi - lo, node->n);
-}
-
-/* Slice path, last step: every rank's reduced slice into dst. */
-static void gather_slices(shm_op_t *op, char *dst, size_t m, int streaming)
-{
-    shm_node_t *node = op->node;
-    size_t unit = shm_unit(op->esize), lo, hi;
-
-    for (int j = 0; j < node->n; j++) {
-        shm_part(m, unit, node->n, j, &lo, &hi);
-        shm_copy(dst + lo * op->esize, shm_slot(node, j, node->slot) + lo * op->esize,
-                 (hi - lo) * op->esize, streaming);
-    }
-}
-
-/* The step after every rank's copy-in: what each rank takes out. */
-static void take_out(shm_op_t *op, size_t lo, size_t hi)
-{
-    const coll_args_t *a = &op->args;
-    shm_node_t *node = op->node;
-    size_t es = op->esize, m = hi - lo;
-    char *recv = a->recvbuf;
-    int streaming = op->bytes >= node->cfg.nt_bytes;
-
-    switch (a->coll) {
-    case COLL_ALLREDUCE:
-    case COLL_REDUCE:
-        if (a->coll == COLL_REDUCE && !is_root(op))
-            break;
-        if (op->kind == SHM_SLICE)
-            gather_slices(op, recv + lo * es, m, streaming);
-        else
-            reduce_all(op, recv + lo * es, 0, m);
-        break;
-    case COLL_REDUCE_SCATTER:
-        reduce_all(op, recv + lo * es, (size_t)node->me * m * es, m);
-        break;
-    case COLL_ALLGATHER:
-        for (int j = 0; j < node->n; j++)
-            shm_copy(recv + ((size_t)j * a->count + lo) * es, shm_slot(node, j, node->slot),
-                     m * es, streaming);
-        break;
-    case COLL_BROADCAST:
-        shm_copy(recv + lo * es,
-                 is_root(op) ? (const char *)a->sendbuf + lo * es
-                             : shm_slot(node, a->root, node->slot),
-                 m * es, streaming);
-        break;
-    default:
-        break;
-    }
+    pthread_mutex_lock(&node->turn_lock);
+    turn_pass(node);
+    pthread_mutex_unlock(&node->turn_lock);
+    op->phase = PH_DONE;
+    return 1;
 }
 
 static int op_wait(shm_op_t *op, uint64_t step)
 {
-    int rc = shm_reached(op->node, step, op->base, op->fp, &op->wait_peer);
+    int rc = shm_reached(op->node, step, op->base, op->tag, &op->wait_peer);
 
     if (rc == 0)
         op->wait_step = step;
     else if (rc < 0)
         shm_node_fail(op->node, (chorus_status_t)rc);
     return rc;
-}
-
-static int op_finish(shm_op_t *op)
-{
-    op->node->serving++;
-    serve_skipped(op->node);
-    op->phase = PH_DONE;
-    return 1;
 }
 
 static void end_round(shm_op_t *op)
@@ -252,17 +173,17 @@ static void end_round(shm_op_t *op)
     op->phase = PH_SLOT;
 }
 
+/* 2: this call's turn has come; 0: an earlier call still runs; < 0: the node is broken. */
 static int op_start(shm_op_t *op)
 {
     shm_node_t *node = op->node;
 
-    if (node->broken) {
+    if (atomic_load_explicit(&node->broken, memory_order_relaxed)) {
         chorus_error("local rank %d: an earlier node-local call failed part way; the "
                      "communicator cannot run more", node->me);
         return CHORUS_ERR_PEER_FAILED;
     }
-    serve_skipped(node);
-    if (op->ticket != node->serving) {
+    if (atomic_load_explicit(&node->serving, memory_order_acquire) != op->ticket) {
         op->wait_peer = -1;
         return 0;
     }
@@ -273,17 +194,68 @@ static int op_start(shm_op_t *op)
     return 2;
 }
 
+/* Copy this round's part in and post it. 1: posted; 0 or < 0: as op_wait. */
+static int op_copy_in(shm_op_t *op)
+{
+    shm_node_t *node = op->node;
+    int rc;
+
+    if (op->args.coll != COLL_BARRIER) {
+        if ((rc = op_wait(op, node->slot_free[node->slot])) <= 0)
+            return rc;
+        if (op->round == 0)
+            atomic_store_explicit(&node->ctrl[node->me]->stage_fp[node->slot], op->fp,
+                                  memory_order_relaxed);
+        if (op->args.coll == COLL_ALLTOALL)
+            shm_a2a_stage_in(op);
+        else
+            shm_stage_in(op);
+    }
+    shm_post(node, op->tag);
+    op->phase = PH_IN;
+    return 1;
+}
+
+/* Every rank's part is in: take this rank's out (or reduce its slice first). */
+static int op_take_out(shm_op_t *op)
+{
+    shm_node_t *node = op->node;
+    int rc;
+
+    if ((rc = op_wait(op, node->step)) <= 0)
+        return rc;
+    if (op->args.coll == COLL_BARRIER) {
+        op->round++;
+        return op_finish(op);
+    }
+    if (op->round == 0 && (rc = shm_stage_check(node, node->slot, op->fp)) < 0) {
+        shm_node_fail(node, (chorus_status_t)rc);
+        return rc;
+    }
+    if (op->kind == SHM_SLICE) {
+        shm_stage_slice(op);
+        shm_post(node, op->tag);
+        op->phase = PH_MID;
+        return 2;
+    }
+    if (op->args.coll == COLL_ALLTOALL)
+        shm_a2a_stage_out(op);
+    else
+        shm_stage_out(op);
+    shm_post(node, op->tag);
+    end_round(op);
+    return 2;
+}
+
 int shm_op_progress(shm_op_t *op)
 {
     shm_node_t *node = op->node;
-    size_t lo, hi;
     int rc;
 
     for (;;) {
         switch (op->phase) {
         case PH_START:
-            if ((rc = op_start(op)) != 2)
-                return rc;
+            rc = op_start(op);
             break;
         case PH_CMA:
             if ((rc = shm_cma_progress(op)) == 1)
@@ -292,45 +264,23 @@ int shm_op_progress(shm_op_t *op)
                 shm_node_fail(node, (chorus_status_t)rc);
             return rc;
         case PH_SLOT:
-            if (op->round == op->nrounds)
-                return op_finish(op);
-            if (op->args.coll != COLL_BARRIER &&
-                (rc = op_wait(op, node->slot_free[node->slot])) <= 0)
-                return rc;
-            round_range(op, &lo, &hi);
-            copy_in(op, shm_slot(node, node->me, node->slot), lo, hi);
-            shm_post(node, op->fp);
-            op->phase = PH_IN;
+            rc = op->round == op->nrounds ? op_finish(op) : op_copy_in(op);
             break;
         case PH_IN:
-            if ((rc = op_wait(op, node->step)) <= 0)
-                return rc;
-            if (op->args.coll == COLL_BARRIER) {
-                op->round++;
-                return op_finish(op);
-            }
-            round_range(op, &lo, &hi);
-            if (op->kind == SHM_SLICE) {
-                reduce_slice(op, hi - lo);
-                shm_post(node, op->fp);
-                op->phase = PH_MID;
-                break;
-            }
-            take_out(op, lo, hi);
-            shm_post(node, op->fp);
-            end_round(op);
+            rc = op_take_out(op);
             break;
         case PH_MID:
             if ((rc = op_wait(op, node->step)) <= 0)
                 return rc;
-            round_range(op, &lo, &hi);
-            take_out(op, lo, hi);
-            shm_post(node, op->fp);
+            shm_stage_out(op);
+            shm_post(node, op->tag);
             end_round(op);
             break;
         default:
             return 1;
         }
+        if (rc <= 0 || op->phase == PH_DONE)
+            return rc;
     }
 }
 

@@ -22,9 +22,10 @@ static const chorus__config_var_t shm_vars[] = {
      "which bypass the cache (K, M, G suffixes)",
      chorus__config_parse_size, offsetof(shm_config_t, nt_bytes)},
     {"CHORUS_SHM_SPIN", "2000",
-     "polls of a peer's flag before a waiting rank yields its core and then sleeps, when "
-     "every local rank has a core of its own; with more local ranks than cores a waiting "
-     "rank yields at once",
+     "most polls of a peer's flag before a waiting rank yields its core and then sleeps, "
+     "when every local rank has a core of its own (each rank spins twice what its recent "
+     "waits needed, less after a spin that failed); with more local ranks than cores a "
+     "waiting rank yields at once",
      chorus__config_parse_size, offsetof(shm_config_t, spin)},
 };
 

@@ -1,13 +1,54 @@
 /*
- * Call descriptors of the single-copy path: where this rank's buffers are,
- * published in its own region, and the check of what every peer published.
- * A peer's descriptor is input from another process, so it is checked
- * against this rank's own call before any address in it is used.
+ * What the ranks of a team publish about a call, and the checks of what
+ * their peers published: the call's whole fingerprint beside each staging
+ * slot, and for the single-copy path where its buffers are. A peer's words
+ * are input from another process, so they are checked against this rank's
+ * own call before any address in them is used.
  */
 #include "transports/shm/shm_internal.h"
 #include "util/log.h"
 
-void shm_desc_publish(shm_node_t *node, const coll_args_t *a, uint32_t fp)
+/* One word into the hash: a bijection of h for every v, so one differing word always shows. */
+static uint64_t fp_mix(uint64_t h, uint64_t v)
+{
+    h = (h ^ v) * 0x9e3779b97f4a7c15ULL;
+    return h ^ (h >> 29);
+}
+
+uint64_t shm_fingerprint(const coll_args_t *a, shm_kind_t kind)
+{
+    int rooted = a->coll == COLL_BROADCAST || a->coll == COLL_REDUCE;
+    uint64_t h = 0x63686f7275736670ULL;     /* "chorusfp" */
+
+    h = fp_mix(h, (uint64_t)a->coll << 32 | (uint64_t)kind << 16 | (uint64_t)a->dtype);
+    h = fp_mix(h, coll_type_reduces(a->coll) ? (uint64_t)a->op : UINT64_MAX);
+    h = fp_mix(h, rooted ? (uint64_t)a->root : UINT64_MAX);
+    h = fp_mix(h, (uint64_t)a->size << 1 | (a->counts != NULL));
+    if (a->counts == NULL)
+        return fp_mix(h, a->count);
+    /* A v-form: every block's length and place; the count is not part of the call. */
+    for (int j = 0; j < a->size; j++)
+        h = fp_mix(fp_mix(h, a->counts[j]), a->displs[j]);
+    return h;
+}
+
+int shm_stage_check(const shm_node_t *node, int slot, uint64_t fp)
+{
+    for (int j = 0; j < node->n; j++) {
+        uint64_t theirs = atomic_load_explicit(&node->ctrl[j]->stage_fp[slot],
+                                               memory_order_relaxed);
+
+        if (theirs != fp) {
+            chorus_error("local rank %d called with other arguments (call fingerprint "
+                         "%016llx, this rank's %016llx): a different count, type, op, root or "
+                         "block layout", j, (unsigned long long)theirs, (unsigned long long)fp);
+            return CHORUS_ERR_INVALID_ARG;
+        }
+    }
+    return 0;
+}
+
+void shm_desc_publish(shm_node_t *node, const coll_args_t *a, uint64_t fp)
 {
     shm_desc_t *mine = &node->ctrl[node->me]->desc;
 
@@ -17,21 +58,45 @@ void shm_desc_publish(shm_node_t *node, const coll_args_t *a, uint32_t fp)
     mine->fp = fp;
 }
 
-int shm_desc_check(const shm_node_t *node, const coll_args_t *a, uint32_t fp)
+/* Whether rank j's send buffer is read by the call: it holds data of its. */
+static int reads_send(const coll_args_t *a, int j)
+{
+    size_t total = 0;
+
+    switch (a->coll) {
+    case COLL_BROADCAST:
+        return j == a->root;
+    case COLL_ALLGATHER:
+        return coll_args_block(a, j) > 0;
+    case COLL_REDUCE_SCATTER:
+        for (int b = 0; b < a->size; b++)
+            total += coll_args_block(a, b);
+        return total > 0;
+    default:
+        return 1;
+    }
+}
+
+/* Whether peers write into rank j's receive buffer. */
+static int writes_recv(const coll_args_t *a, int j)
+{
+    return a->coll == COLL_ALLREDUCE || a->coll == COLL_BROADCAST ||
+           a->coll == COLL_ALLTOALL || (a->coll == COLL_REDUCE && j == a->root);
+}
+
+int shm_desc_check(const shm_node_t *node, const coll_args_t *a, uint64_t fp)
 {
     for (int j = 0; j < node->n; j++) {
         const shm_desc_t *d = &node->ctrl[j]->desc;
-        int needs_recv = a->coll == COLL_ALLREDUCE || a->coll == COLL_BROADCAST ||
-                         (a->coll == COLL_REDUCE && j == a->root);
-        int needs_send = a->coll != COLL_BROADCAST || j == a->root;
-        uint64_t sendbuf = d->sendbuf, recvbuf = d->recvbuf, count = d->count;
-        uint32_t dfp = d->fp;
+        uint64_t sendbuf = d->sendbuf, recvbuf = d->recvbuf, count = d->count, dfp = d->fp;
 
-        if (dfp != fp || count != a->count || (needs_recv && recvbuf == 0) ||
-            (needs_send && sendbuf == 0)) {
+        /* The count of a v-form is not part of the call, so it may differ. */
+        if (dfp != fp || (a->counts == NULL && count != a->count) ||
+            (writes_recv(a, j) && recvbuf == 0) || (reads_send(a, j) && sendbuf == 0)) {
             chorus_error("local rank %d published a call that does not match this one (count "
-                         "%llu against %zu, fingerprint %04x against %04x, or a NULL buffer)",
-                         j, (unsigned long long)count, a->count, dfp, fp);
+                         "%llu against %zu, fingerprint %016llx against %016llx, or a NULL "
+                         "buffer)", j, (unsigned long long)count, a->count,
+                         (unsigned long long)dfp, (unsigned long long)fp);
             return CHORUS_ERR_INVALID_ARG;
         }
     }

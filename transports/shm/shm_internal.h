@@ -2,6 +2,7 @@
 #ifndef CHORUS_SHM_INTERNAL_H
 #define CHORUS_SHM_INTERNAL_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -20,13 +21,18 @@
 #define SHM_STEP_BITS 48
 #define SHM_STEP_MASK ((1ULL << SHM_STEP_BITS) - 1)
 
+/* The 16-bit tag of a step word: the call's fingerprint folded. */
+static inline uint32_t shm_fp_tag(uint64_t fp)
+{
+    return (uint32_t)((fp ^ (fp >> 16) ^ (fp >> 32) ^ (fp >> 48)) & 0xffff);
+}
+
 /* Where a call's buffers are, for the single-copy path. */
 typedef struct {
     uint64_t sendbuf;
     uint64_t recvbuf;
     uint64_t count;
-    uint32_t fp;
-    uint32_t pad;
+    uint64_t fp;                /* the call's whole fingerprint (shm_fingerprint) */
 } shm_desc_t;
 
 /* The start of every region; each member that peers poll has a cache line of its own. */
@@ -40,10 +46,17 @@ typedef struct {
     char pad1[SHM_LINE - 48];
     _Atomic uint64_t step;      /* polled by every peer */
     _Atomic int32_t failed;     /* a chorus_status_t once the owner gave up */
-    char pad2[SHM_LINE - 12];
+    uint32_t pad2;
+    /*
+     * The whole fingerprint of the call whose data is in slot i, written
+     * with the slot's first round. It shares the step word's line, which a
+     * waiter reads anyway, so the check costs no extra transfer.
+     */
+    _Atomic uint64_t stage_fp[2];
+    char pad3[SHM_LINE - 32];
     _Atomic uint32_t bell;      /* futex word: bumped after a post when someone sleeps */
     _Atomic uint32_t sleepers;
-    char pad3[SHM_LINE - 8];
+    char pad4[SHM_LINE - 8];
     shm_desc_t desc;
 } shm_ctrl_t;
 
@@ -65,32 +78,45 @@ struct shm_node {
     uint64_t step;              /* this rank's last posted step (mirror of own ctrl->step) */
     uint64_t slot_free[2];      /* step after which every rank is done reading slot i */
     int slot;                   /* slot of the next round */
-    uint64_t next_ticket;
-    uint64_t serving;
+    /*
+     * Turns. Calls run one at a time in ticket order, but the thread that
+     * drives one may differ from the thread that drove the one before: the
+     * release store of serving by the thread that ends (or skips) a turn,
+     * and the acquire load that sees it in the thread of the next call,
+     * hand this node's state (step, slots, buffers) from one to the other.
+     * turn_lock orders the skips, which any thread may take, with the end
+     * of the turn being served.
+     */
+    _Atomic uint64_t next_ticket;
+    _Atomic uint64_t serving;
+    pthread_mutex_t turn_lock;
     uint64_t *skipped;          /* turns given up before they came (shm_op_skip) */
     size_t nskipped;
     size_t skipped_cap;
-    int broken;                 /* a call failed part way: the counters are out of step */
+    _Atomic int broken;         /* a call failed part way: the counters are out of step */
     int dead_peer;              /* a local rank whose process is gone, or -1 */
-    size_t spin;
+    size_t spin_max;            /* polls before yielding at most (CHORUS_SHM_SPIN, or 0) */
+    size_t spin;                /* polls before yielding now: learnt from recent waits */
     void *acc;                  /* single-copy path: private chunk buffers */
     void *tmp;
     size_t chunk;
 };
+
+_Static_assert(sizeof(shm_ctrl_t) <= SHM_DATA_OFFSET, "shm_ctrl_t overlaps the slots");
 
 static inline char *shm_slot(const shm_node_t *node, int rank, int slot)
 {
     return (char *)node->ctrl[rank] + SHM_DATA_OFFSET + (size_t)slot * node->cfg.slot_bytes;
 }
 
-/* Post step: own counter to node->step + 1, tagged with fp; wakes sleepers. */
-void shm_post(shm_node_t *node, uint32_t fp);
+/* Post step: own counter to node->step + 1, tagged with tag (shm_fp_tag); wakes sleepers. */
+void shm_post(shm_node_t *node, uint32_t tag);
 /*
  * 1 when every local rank has reached step (peers within the call's steps
- * (base, end] must carry fp), 0 when some has not (*peer_p says which), or
+ * (base, end] must carry tag), 0 when some has not (*peer_p says which), or
  * a negative status: a peer failed or is in another call.
  */
-int shm_reached(shm_node_t *node, uint64_t step, uint64_t base, uint32_t fp, int *peer_p);
+int shm_reached(shm_node_t *node, uint64_t step, uint64_t base, uint32_t tag, int *peer_p);
 /* Whether the process is gone or exiting (killed, not yet reaped, counts as gone). */
 int shm_pid_gone(pid_t pid);
 /* Sleep on peer's bell until its step word changes or max_us pass. */
@@ -107,13 +133,46 @@ static inline size_t shm_unit(size_t esize)
 /* One part of m items split into n near-equal parts in units of unit items: [*lo, *hi). */
 void shm_part(size_t m, size_t unit, int n, int j, size_t *lo, size_t *hi);
 
-/* Single-copy call descriptors (shm_desc.c): publish this rank's; 0 when every peer's
- * matches the call, else INVALID_ARG. */
-void shm_desc_publish(shm_node_t *node, const coll_args_t *a, uint32_t fp);
-int shm_desc_check(const shm_node_t *node, const coll_args_t *a, uint32_t fp);
+/* Staging: the elements [*lo, *hi) of a part of len elements that this round moves. */
+static inline void shm_piece(const shm_op_t *op, size_t len, size_t *lo, size_t *hi)
+{
+    size_t at = op->round * op->per;
+
+    *lo = at < len ? at : len;
+    *hi = len - *lo < op->per ? len : *lo + op->per;
+}
+
+/* A staging round of every collective but alltoall (shm_stage.c): copy this rank's part
+ * into its slot; reduce its slice (slice variant); take out what it receives. */
+void shm_stage_in(shm_op_t *op);
+void shm_stage_slice(shm_op_t *op);
+void shm_stage_out(shm_op_t *op);
+
+/* Alltoall (shm_alltoall.c): a staging round's two halves, and the single-copy moves. */
+void shm_a2a_stage_in(shm_op_t *op);
+void shm_a2a_stage_out(shm_op_t *op);
+int shm_a2a_cma(shm_op_t *op);
+
+/*
+ * What peers publish about a call (shm_desc.c). The fingerprint covers
+ * everything the ranks must agree on: the collective, variant, type, op and
+ * root where they matter, the count, or in a v-form every block's length
+ * and place. A peer's words are input from another process, so they are
+ * checked against this rank's own call before any address in them is used.
+ */
+uint64_t shm_fingerprint(const coll_args_t *a, shm_kind_t kind);
+/* 0 when every rank's fingerprint of the call in slot is fp, else INVALID_ARG. */
+int shm_stage_check(const shm_node_t *node, int slot, uint64_t fp);
+/* Single copy: publish this rank's buffers; 0 when every peer's descriptor fits the call,
+ * else INVALID_ARG. */
+void shm_desc_publish(shm_node_t *node, const coll_args_t *a, uint64_t fp);
+int shm_desc_check(const shm_node_t *node, const coll_args_t *a, uint64_t fp);
 
 /* The single-copy path (shm_cma.c). */
 int shm_cma_progress(shm_op_t *op);
 int shm_cma_probe(pid_t pid, const shm_ctrl_t *peer_ctrl_local, uint64_t peer_addr);
+/* Move bytes between this process at local and peer's remote address (write: to it). */
+int shm_cma_move(const shm_node_t *node, int peer, int write, void *local, uint64_t remote,
+                 size_t bytes);
 
 #endif

@@ -55,8 +55,10 @@ static double flat(const shm_price_t *t, coll_type_t coll, double n)
     case COLL_BROADCAST:
         return rounds(t, n) * t->step + t->share * 2 * n * SHM_PRICE_COPY;
     case COLL_ALLTOALL:
-        /* n is one rank's send buffer: it is copied in whole and its blocks out. */
-        return rounds(t, n) * t->step + t->share * 2 * n * SHM_PRICE_COPY;
+        /* n is one rank's send buffer: a round moves a slot of its blocks for the peers,
+         * copied in and out again; its own block is copied across once. */
+        return rounds(t, n * (p - 1) / p) * t->step +
+               t->share * (2.0 * (p - 1) + 1) / p * n * SHM_PRICE_COPY;
     case COLL_BARRIER:
         return t->step;
     default:
@@ -99,6 +101,11 @@ static double cma(const shm_price_t *t, coll_type_t coll, double n)
         break;
     case COLL_BROADCAST:
         work = rounds(t, n) * SHM_PRICE_CMA_CALL + n * SHM_PRICE_CMA_BYTE;
+        break;
+    case COLL_ALLTOALL:
+        /* n is one rank's send buffer: one read of its block from every peer, its own copied. */
+        work = (p - 1) * (SHM_PRICE_CMA_CALL + n / p * SHM_PRICE_CMA_BYTE) +
+               n / p * SHM_PRICE_COPY;
         break;
     default:
         return INFINITY;

@@ -153,6 +153,10 @@ chorus_status_t shm_node_create(shm_region_t *own, const shm_card_t *cards, int 
     node->me = local_rank;
     node->n = local_size;
     node->dead_peer = -1;
+    atomic_init(&node->next_ticket, 0);
+    atomic_init(&node->serving, 0);
+    atomic_init(&node->broken, 0);
+    pthread_mutex_init(&node->turn_lock, NULL);
     node->cfg = *cfg;
     node->own = *own;
     free(own);
@@ -172,7 +176,7 @@ chorus_status_t shm_node_create(shm_region_t *own, const shm_card_t *cards, int 
         shm_node_destroy(node);
         return status;
     }
-    node->spin = cfg->spin;
+    node->spin_max = node->spin = cfg->spin;
     *cma_ok_p = cma_ok;
     *node_p = node;
     return CHORUS_OK;
@@ -184,7 +188,7 @@ void shm_node_seal(shm_node_t *node, int use_cma, int cores)
     /* With more ranks than cores, the peer a waiter polls for may need the waiter's core:
      * yield at once instead of spinning. */
     if (cores > 0 && node->n > cores)
-        node->spin = 0;
+        node->spin_max = node->spin = 0;
     if (node->own.fd >= 0)
         close(node->own.fd);
     node->own.fd = -1;
@@ -209,5 +213,6 @@ void shm_node_destroy(shm_node_t *node)
     free(node->acc);
     free(node->tmp);
     free(node->skipped);
+    pthread_mutex_destroy(&node->turn_lock);
     free(node);
 }

@@ -4,6 +4,12 @@
  * then yield, then sleep on the lagging peer's futex word, so that more
  * ranks than cores still make progress: a sleeper registers itself before
  * its last check, and a poster rings the bell only when someone sleeps.
+ *
+ * How long to spin is learnt: twice the polls that recent waits needed,
+ * within CHORUS_SHM_SPIN. A peer that is running posts within a few
+ * hundred polls; one that is not (the machine has more work than cores,
+ * or the peer is busy copying) makes every spin a waste of the core it may
+ * need, so a spin that fails halves the next one.
  */
 #include <errno.h>
 #include <limits.h>
@@ -27,6 +33,8 @@
 
 /* Yields between the spin and the first sleep. */
 #define SHM_YIELDS 8
+/* The shortest learnt spin: polls that cost less than a yield. */
+#define SHM_SPIN_MIN 32
 
 static long futex(_Atomic uint32_t *word, int op, uint32_t val, const struct timespec *ts)
 {
@@ -41,12 +49,12 @@ static void ring(shm_ctrl_t *c)
     }
 }
 
-void shm_post(shm_node_t *node, uint32_t fp)
+void shm_post(shm_node_t *node, uint32_t tag)
 {
     shm_ctrl_t *c = node->ctrl[node->me];
 
     node->step++;
-    atomic_store(&c->step, ((uint64_t)(fp & 0xffff) << SHM_STEP_BITS) | node->step);
+    atomic_store(&c->step, ((uint64_t)(tag & 0xffff) << SHM_STEP_BITS) | node->step);
     ring(c);
 }
 
@@ -58,7 +66,7 @@ void shm_node_fail(shm_node_t *node, chorus_status_t status)
     if (node == NULL)
         return;
     c = node->ctrl[node->me];
-    node->broken = 1;
+    atomic_store(&node->broken, 1);
     atomic_compare_exchange_strong(&c->failed, &expected, (int32_t)status);
     ring(c);
 }
@@ -83,7 +91,7 @@ static int any_failed(shm_node_t *node)
     return 0;
 }
 
-int shm_reached(shm_node_t *node, uint64_t step, uint64_t base, uint32_t fp, int *peer_p)
+int shm_reached(shm_node_t *node, uint64_t step, uint64_t base, uint32_t tag, int *peer_p)
 {
     int rc = any_failed(node);
 
@@ -93,11 +101,11 @@ int shm_reached(shm_node_t *node, uint64_t step, uint64_t base, uint32_t fp, int
         shm_ctrl_t *c = node->ctrl[j];
         uint64_t v = atomic_load_explicit(&c->step, memory_order_acquire);
         uint64_t s = v & SHM_STEP_MASK;
-        if (s > base && s <= step && (v >> SHM_STEP_BITS) != (fp & 0xffff)) {
+        if (s > base && s <= step && (v >> SHM_STEP_BITS) != (tag & 0xffff)) {
             chorus_error("local rank %d is in a different collective call (its call's "
                          "fingerprint %04x, this rank's %04x, at step %llu): the ranks called "
                          "collectives in different orders or with different arguments", j,
-                         (unsigned)(v >> SHM_STEP_BITS), fp & 0xffff, (unsigned long long)s);
+                         (unsigned)(v >> SHM_STEP_BITS), tag & 0xffff, (unsigned long long)s);
             return CHORUS_ERR_INVALID_ARG;
         }
         if (s < step) {
@@ -143,6 +151,16 @@ int shm_pid_gone(pid_t pid)
     return state == 'Z' || state == 'X' || (flags & SHM_PF_EXITING) != 0;
 }
 
+/* A spin that ended after polls: a hit when the peer moved. */
+static void spin_learn(shm_node_t *node, size_t polls, int hit)
+{
+    size_t next = hit ? 2 * polls : node->spin / 2;
+
+    if (next < SHM_SPIN_MIN)
+        next = SHM_SPIN_MIN;
+    node->spin = next < node->spin_max ? next : node->spin_max;
+}
+
 void shm_sleep(shm_node_t *node, int peer, uint64_t step, unsigned max_us)
 {
     shm_ctrl_t *c = node->ctrl[peer];
@@ -150,10 +168,13 @@ void shm_sleep(shm_node_t *node, int peer, uint64_t step, unsigned max_us)
     uint32_t bell;
 
     for (size_t i = 0; i < node->spin; i++) {
-        if (peer_moved(c, step))
+        if (peer_moved(c, step)) {
+            spin_learn(node, i, 1);
             return;
+        }
         shm_pause();
     }
+    spin_learn(node, node->spin, 0);
     for (int i = 0; i < SHM_YIELDS; i++) {
         if (peer_moved(c, step))
             return;

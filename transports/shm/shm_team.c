@@ -4,6 +4,11 @@
  * member creates its region and publishes where it is, maps its peers'
  * regions from their cards, and seals the node once every member of the
  * communicator agreed. A call on the team is a task around shm_op_t.
+ *
+ * A team is any group of ranks that share a machine, not necessarily all of
+ * them, and a process may belong to many teams at once (one per
+ * communicator): each has its own region, node and turns, and nothing is
+ * kept per process but the configuration.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +23,8 @@ struct tl_coll_ctx {
 
 struct tl_team {
     shm_node_t *node;
+    int me, size;               /* this member's position, the members */
+    uint32_t flags;             /* agreed at team_seal */
 };
 
 typedef struct {
@@ -102,6 +109,8 @@ static chorus_status_t shm_team_create(tl_coll_ctx_t *ctx, void *pending, const 
     /* shm_node_create takes the region over, also when it fails. */
     status = shm_node_create(pending, all, me, size, &ctx->cfg, &team->node, &cma);
     if (status == CHORUS_OK) {
+        team->me = me;
+        team->size = size;
         *flags_p = TL_TEAM_OK | (cma ? SHM_TEAM_CMA : 0);
         *team_p = team;
         team = NULL;
@@ -116,6 +125,7 @@ out:
 
 static void shm_team_seal(tl_team_t *team, uint32_t flags, int cores)
 {
+    team->flags = flags;
     shm_node_seal(team->node, (flags & SHM_TEAM_CMA) != 0, cores);
 }
 
@@ -178,11 +188,42 @@ static const chorus__task_ops_t shm_task_ops = {
     .finalize = shm_task_finalize,
 };
 
+/* A call this team cannot run as asked is refused before it takes a turn. */
+static chorus_status_t shm_task_check(const tl_team_t *team, const coll_args_t *a,
+                                      int variant)
+{
+    int vform = a->counts != NULL;
+
+    if (a->rank != team->me || a->size != team->size) {
+        chorus_error("shm team call: invalid argument rank=%d size=%d: this member is %d of "
+                     "%d", a->rank, a->size, team->me, team->size);
+        return CHORUS_ERR_INVALID_ARG;
+    }
+    if (vform && (a->displs == NULL ||
+                  (a->coll != COLL_ALLGATHER && a->coll != COLL_REDUCE_SCATTER))) {
+        chorus_error("shm team call: invalid argument counts: the v-form of %s needs counts "
+                     "and displs, and only allgather and reduce_scatter have one",
+                     coll_type_name(a->coll));
+        return CHORUS_ERR_INVALID_ARG;
+    }
+    if (!tl_coll_variant_runs(&tl_shm_coll_ops, variant, a->coll, team->flags, vform)) {
+        chorus_error("shm team call: invalid argument variant=%d: it does not run %s%s on "
+                     "this team (flags 0x%x)", variant, coll_type_name(a->coll),
+                     vform ? " (v-form)" : "", (unsigned)team->flags);
+        return CHORUS_ERR_INVALID_ARG;
+    }
+    return CHORUS_OK;
+}
+
 static chorus_status_t shm_task_create(tl_team_t *team, const coll_args_t *args, int variant,
                                        chorus__task_t **task_p)
 {
-    shm_task_t *t = malloc(sizeof(*t));
+    chorus_status_t status = shm_task_check(team, args, variant);
+    shm_task_t *t;
 
+    if (status != CHORUS_OK)
+        return status;
+    t = malloc(sizeof(*t));
     if (t == NULL)
         return CHORUS_ERR_NO_MEMORY;
     chorus__task_init(&t->head, &shm_task_ops, CHORUS__TASK_INLINE);
@@ -194,15 +235,15 @@ static chorus_status_t shm_task_create(tl_team_t *team, const coll_args_t *args,
 #define BIT(c) (1u << (c))
 #define SHM_REDUCING (BIT(COLL_ALLREDUCE) | BIT(COLL_REDUCE))
 
+#define SHM_MOVING (BIT(COLL_REDUCE_SCATTER) | BIT(COLL_ALLGATHER) | BIT(COLL_BROADCAST) | \
+                    BIT(COLL_ALLTOALL))
+
 static const tl_coll_variant_t shm_variants[] = {
-    [SHM_FLAT] = {.name = "shm",
-                  .colls = SHM_REDUCING | BIT(COLL_REDUCE_SCATTER) | BIT(COLL_ALLGATHER) |
-                           BIT(COLL_BROADCAST) | BIT(COLL_BARRIER)},
+    [SHM_FLAT] = {.name = "shm", .colls = SHM_REDUCING | SHM_MOVING | BIT(COLL_BARRIER),
+                  .vforms = 1},
     [SHM_SLICE] = {.name = "shm_slice", .colls = SHM_REDUCING},
-    [SHM_CMA] = {.name = "shm_cma",
-                 .colls = SHM_REDUCING | BIT(COLL_REDUCE_SCATTER) | BIT(COLL_ALLGATHER) |
-                          BIT(COLL_BROADCAST),
-                 .needs = SHM_TEAM_CMA},
+    [SHM_CMA] = {.name = "shm_cma", .colls = SHM_REDUCING | SHM_MOVING, .needs = SHM_TEAM_CMA,
+                 .vforms = 1},
 };
 
 const tl_coll_ops_t tl_shm_coll_ops = {
