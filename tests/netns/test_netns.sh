@@ -42,9 +42,15 @@ fi
 checks_begin test_netns
 
 # What a test bed may leave behind: its namespaces, and (if it ever touched the
-# root namespace, which it must not) links there.
+# root namespace, which it must not) links there. Namespaces of a test bed
+# still running belong to a run beside this one (another build on the same
+# machine; ours have all ended when a snapshot is taken): not counted.
 snapshot() {
-    { ip netns list | awk '{print $1}' | grep '^chorus-tb-' | sort
+    local ns pid
+    { for ns in $(ip netns list | awk '{print $1}' | grep '^chorus-tb-'); do
+          pid=${ns#chorus-tb-}
+          grep -qs testbed "/proc/${pid%%-*}/cmdline" || echo "$ns"
+      done | sort
       ip -o link | awk -F': ' '{print $2}' | sort; } > "$1"
 }
 # Leftovers of earlier killed runs would be counted by --cleanup below.
