@@ -2,17 +2,25 @@
 # The multi-node test bed (testbed.sh) end to end: chorus-perf across 2, 3 and
 # 4 emulated nodes with even and uneven ranks per node (exact results, the
 # right count of ranks on rank 0's node), ranks dealt round robin (--cyclic),
-# the hierarchical algorithms chosen on 2 x 2 without any variable, the
-# collective test matrix through the harness across 2 and 3 nodes (also with
-# the hierarchical algorithms forced), shaped links, a failing rank, the time
-# limit, SIGTERM, and --cleanup after SIGKILL; after every run, no namespace
-# of the test bed is left and the root namespace's links are as they were.
-# Skips (77) where network namespaces cannot be created (not root).
+# the hierarchical algorithms chosen on 2 x 2 without any variable; the
+# node-local stages on shared-memory teams (rank 0's debug line, none with
+# CHORUS_SHM=0) and the hierarchical algorithms forced on 2 x 2, 3,2,1 and
+# round robin, through chorus-perf over many segments and through the
+# collective matrix, exact, with the loopback bytes of each node's namespace
+# (where TCP between its ranks goes) as the proof that the stages ran on the
+# teams; the harness's placement (also uneven and round robin); the
+# collective test matrix across 2 and 3 nodes; a rank SIGKILLed in a
+# hierarchical allreduce (netns_kill: every survivor fails within its timeout,
+# never with wrong data, and leaks no schedule); shaped links, a failing rank,
+# the time limit, SIGTERM, and --cleanup after SIGKILL. After every run, no
+# namespace of the test bed is left and the root namespace's links are as
+# they were. Skips (77) where network namespaces cannot be created (not root).
 #
 # usage: test_netns.sh   (run in the build's tests/ folder, or set CHORUS_PERF,
-#                         TEST_COLL and NETNS_PLACE to chorus-perf, coll/test_coll and
-#                         netns/netns_place; CHORUS_NETNS_LONG=1 adds
-#                         coll/million_elements across 3 nodes)
+#                         TEST_COLL, NETNS_PLACE and NETNS_KILL to chorus-perf,
+#                         coll/test_coll, netns/netns_place and netns/netns_kill;
+#                         CHORUS_NETNS_LONG=1 adds coll/million_elements across
+#                         3 nodes)
 set -u
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -20,6 +28,7 @@ TB="$HERE/testbed.sh"
 PERF=${CHORUS_PERF:-./perf/chorus-perf}
 TEST_COLL=${TEST_COLL:-./coll/test_coll}
 NETNS_PLACE=${NETNS_PLACE:-./netns/netns_place}
+NETNS_KILL=${NETNS_KILL:-./netns/netns_kill}
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "test_netns: network namespaces need root: skipped"
@@ -33,9 +42,15 @@ fi
 checks_begin test_netns
 
 # What a test bed may leave behind: its namespaces, and (if it ever touched the
-# root namespace, which it must not) links there.
+# root namespace, which it must not) links there. Namespaces of a test bed
+# still running belong to a run beside this one (another build on the same
+# machine; ours have all ended when a snapshot is taken): not counted.
 snapshot() {
-    { ip netns list | awk '{print $1}' | grep '^chorus-tb-' | sort
+    local ns pid
+    { for ns in $(ip netns list | awk '{print $1}' | grep '^chorus-tb-'); do
+          pid=${ns#chorus-tb-}
+          grep -qs testbed "/proc/${pid%%-*}/cmdline" || echo "$ns"
+      done | sort
       ip -o link | awk -F': ' '{print $2}' | sort; } > "$1"
 }
 # Leftovers of earlier killed runs would be counted by --cleanup below.
@@ -106,6 +121,97 @@ check "2x2: every rank's place logged (node, CPUs, NUMA, NIC)" \
     grep -qE 'core: rank 3: node 1 \([^)]*\), local rank 1, cpus [0-9].*, numa .*, nic ' "$TMP/out"
 clean "the selection on 2 nodes"
 
+# Whether the hierarchical algorithms' node-local stages ran on the node's
+# shared-memory team, seen from outside the library: TCP between two ranks of
+# a node goes over the loopback of its namespace, so a run whose stages ran
+# on the team leaves loopback almost idle (setup and control, some KB), where
+# the same stages over TCP carry hundreds of MB. The wrappers print the bytes
+# their namespace's loopback received once the command is over.
+cat > "$TMP/lo_after" <<'END'
+#!/bin/sh
+"$@"
+rc=$?
+echo "loopback bytes: $(awk '$1 == "lo:" {print $2}' /proc/net/dev)"
+exit $rc
+END
+cat > "$TMP/lo_after_harness" <<'END'
+#!/bin/bash
+"$@"
+rc=$?
+for ns in $(tr , '\n' <<< "$CHORUS_TEST_NETNS" | sort -u); do
+    echo "loopback bytes of $ns: $(ip netns exec "$ns" awk '$1 == "lo:" {print $2}' /proc/net/dev)"
+done
+exit $rc
+END
+chmod +x "$TMP/lo_after" "$TMP/lo_after_harness"
+LO_MAX=$((1 << 20))
+# lo_bytes FILE: every loopback count the wrappers printed, one a line, least
+# first. Without any, the most is huge and the least 0, so that checks fail.
+lo_bytes() { sed -n 's/.*loopback bytes[^:]*: \([0-9][0-9]*\)$/\1/p' "$1" | sort -n; }
+lo_most() { lo_bytes "$1" | awk '{m = $1} END {print NR ? m : "999999999999999"}'; }
+lo_least() { lo_bytes "$1" | awk 'NR == 1 {m = $1} END {print NR ? m : 0}'; }
+lo_total() { lo_bytes "$1" | awk '{t += $1} END {printf "%.0f\n", t}'; }
+# lo_third WITH WITHOUT: the run WITH teams carried a third of the bytes WITHOUT at most,
+# both counted, and the run without them carried the stages.
+lo_third() {
+    [ -n "$(lo_bytes "$1")" ] && [ "$(lo_total "$2")" -ge "$LO_MAX" ] &&
+        [ $((3 * $(lo_total "$1"))) -le "$(lo_total "$2")" ]
+}
+absent() { ! grep -q "$@"; }
+HIER=allreduce=hier,allgather=hier,broadcast=hier,reduce_scatter=hier
+
+# 2 nodes of 2 ranks: rank 0 logs at debug level that the node-local stages
+# run on shm teams, and the hierarchical allreduce over vectors of many
+# segments leaves loopback idle; with CHORUS_SHM=0 there is no such line, the
+# stages go over TCP (which is what makes the loopback bytes a proof) and the
+# results are exact too.
+for shm in 1 0; do
+    CHORUS_SHM=$shm CHORUS_TUNE=$HIER CHORUS_LOG_LEVEL=warn,core=debug "$TB" --nodes 2 \
+        --ranks-per-node 2 --timeout 120 -- "$TMP/lo_after" "$PERF" allreduce -b 1M -e 16M \
+        -n 1 -w 1 -c 1 > "$TMP/out" 2>&1
+    rc=$?
+    check "CHORUS_SHM=$shm: hier allreduce on 2x2 exits 0 (got $rc)" [ "$rc" -eq 0 ]
+    check "CHORUS_SHM=$shm: hier allreduce on 2x2: no wrong element" grep -qx \
+        '\[rank 0 node 0\] # out-of-place/in-place wrong elements total: 0' "$TMP/out"
+    if [ "$shm" -eq 1 ]; then
+        check "rank 0 logs the node-local stages on shm teams" grep -qE "^\[rank 0 node 0\] \
+chorus\[[0-9]+\]: debug: core: rank 0: node-local stages on shm teams \(2 nodes, up to 2 ranks each, " \
+            "$TMP/out"
+        check "2x2 on shm teams: loopback carried $(lo_most "$TMP/out") bytes at most" \
+            [ "$(lo_most "$TMP/out")" -le "$LO_MAX" ]
+    else
+        check "CHORUS_SHM=0: rank 0 logs no node-local stages on teams" \
+            absent 'node-local stages on' "$TMP/out"
+        check "CHORUS_SHM=0: every node's loopback carried the stages ($(lo_least "$TMP/out") B)" \
+            [ "$(lo_least "$TMP/out")" -ge $((64 << 20)) ]
+    fi
+    [ "$rc" -eq 0 ] || tail -n 20 "$TMP/out"
+    clean "the node-local stages with CHORUS_SHM=$shm"
+done
+
+# The hierarchical algorithms forced, over vectors of many segments: exact on
+# 2 x 2, on 3,2,1 (uneven blocks: the v-forms on the teams) and with the ranks
+# dealt round robin (a node's ranks are not consecutive), each with its
+# node-local stages on the teams.
+for layout in "2 2" "3 3,2,1" "2 2 --cyclic"; do
+    # shellcheck disable=SC2086 # nodes, ranks per node and an optional --cyclic
+    set -- $layout
+    for c in allreduce allgather broadcast reduce_scatter; do
+        what="hier $c on $1 nodes, ranks $2${3:+ $3}"
+        # shellcheck disable=SC2086
+        CHORUS_TUNE=$HIER "$TB" --nodes "$1" --ranks-per-node "$2" ${3:-} --timeout 120 -- \
+            "$TMP/lo_after" "$PERF" "$c" -b 1M -e 16M -n 1 -w 1 -c 1 > "$TMP/out" 2>&1
+        rc=$?
+        check "$what exits 0 (got $rc)" [ "$rc" -eq 0 ]
+        check "$what: no wrong element" grep -qx \
+            '\[rank 0 node 0\] # out-of-place/in-place wrong elements total: 0' "$TMP/out"
+        check "$what: on the teams (loopback carried $(lo_most "$TMP/out") bytes at most)" \
+            [ "$(lo_most "$TMP/out")" -le "$LO_MAX" ]
+        [ "$rc" -eq 0 ] || tail -n 20 "$TMP/out"
+        clean "$what"
+    done
+done
+
 # shellcheck disable=SC2016 # expanded by each rank's shell
 # Without --quiet every rank's output comes back, prefixed with rank and node.
 "$TB" --nodes 3 --ranks-per-node 2,1,1 -- sh -c 'echo "$CHORUS_RANK/$CHORUS_SIZE $CHORUS_IFADDR"' \
@@ -138,23 +244,66 @@ for run in 2:3 3:7 4:5; do
     [ "$rc" -eq 0 ] || tail -n 20 "$TMP/out"
     clean "the placement of $n ranks on $nodes nodes"
 done
+# Placed by testbed.sh (a namespace listed once per rank on it): uneven and round robin.
+for run in "3 3,2,1:6" "3 3,2,1:4" "2 2 --cyclic:4" "3 3,2,1 --cyclic:6"; do
+    layout=${run%%:*} n=${run#*:}
+    # shellcheck disable=SC2086 # nodes, ranks per node and an optional --cyclic
+    set -- $layout
+    # shellcheck disable=SC2086
+    "$TB" --nodes "$1" --ranks-per-node "$2" ${3:-} --timeout 120 --harness -- \
+        "$NETNS_PLACE" "$n" > "$TMP/out" 2>&1
+    rc=$?
+    check "harness placement of $n ranks on $layout exits 0 (got $rc)" [ "$rc" -eq 0 ]
+    check "harness placement of $n ranks on $layout: reported" \
+        grep -qx "netns_place: $n ranks on $1 namespaces as expected" "$TMP/out"
+    [ "$rc" -eq 0 ] || tail -n 20 "$TMP/out"
+    clean "the placement of $n ranks on $layout"
+done
+
+# The matrix (1 to 8 ranks) with the hierarchical algorithms forced at every
+# size, its ranks placed as testbed.sh places them (at 4 ranks 2 x 2 and round
+# robin, at 6 ranks 3,2,1; other counts in proportion), once with the nodes'
+# teams and once with CHORUS_SHM=0; both exact. The matrix's other collectives
+# use TCP inside a node either way, but the hierarchical stages over TCP carry
+# most of its loopback bytes: with them on the teams the nodes' loopback
+# carries at most a third of what it does over TCP (about a seventh measured,
+# about a half when only the stages of even blocks reach the teams).
+hier_matrix() {
+    local layout shm rc what
+    for layout in "2 2" "3 3,2,1" "2 2 --cyclic"; do
+        # shellcheck disable=SC2086 # nodes, ranks per node and an optional --cyclic
+        set -- $layout
+        for shm in 1 0; do
+            what="hier matrix on $1 nodes, ranks $2${3:+ $3}, CHORUS_SHM=$shm"
+            # shellcheck disable=SC2086
+            CHORUS_SHM=$shm CHORUS_TUNE=$HIER timeout -k 10 400 "$TB" --nodes "$1" \
+                --ranks-per-node "$2" ${3:-} --timeout 360 --harness -- "$TMP/lo_after_harness" \
+                "$TEST_COLL" --filter=coll/small_counts_all_ranks > "$TMP/matrix$shm" 2>&1
+            rc=$?
+            check "$what exits 0 (got $rc)" [ "$rc" -eq 0 ]
+            check "$what: every test passed" grep -qE \
+                'Synthesis: Tested: 8 \| Passing: 8 \| Failing: 0 \| Crashing: 0' "$TMP/matrix$shm"
+            [ "$rc" -eq 0 ] || tail -n 30 "$TMP/matrix$shm"
+            clean "$what"
+        done
+        check "hier matrix on $1 nodes, ranks $2${3:+ $3}: loopback with teams \
+$(lo_total "$TMP/matrix1") B, a third of $(lo_total "$TMP/matrix0") B at most" \
+            lo_third "$TMP/matrix1" "$TMP/matrix0"
+    done
+}
 
 # The collective test matrix with its ranks spread over the nodes (the harness
 # places consecutive ranks on a node).
 if [ -x "$TEST_COLL" ]; then
     # million_elements adds about two minutes a run: only with CHORUS_NETNS_LONG=1.
     long=${CHORUS_NETNS_LONG:+|million_elements}
-    # The third run forces the hierarchical algorithms at every size.
-    hier=allreduce=hier,allgather=hier,broadcast=hier,reduce_scatter=hier
-    for run in "2:coll/@(tcp|small_counts_all_ranks):" \
-               "3:coll/@(tcp|small_counts_all_ranks$long):" \
-               "3:coll/small_counts_all_ranks:$hier"; do
-        nodes=${run%%:*} filter=${run#*:} tune=${run##*:}
-        filter=${filter%:*}
-        CHORUS_TUNE=$tune timeout -k 10 400 "$TB" --nodes "$nodes" --timeout 360 --harness -- \
+    for run in "2:coll/@(tcp|small_counts_all_ranks)" \
+               "3:coll/@(tcp|small_counts_all_ranks$long)"; do
+        nodes=${run%%:*} filter=${run#*:}
+        timeout -k 10 400 "$TB" --nodes "$nodes" --timeout 360 --harness -- \
             "$TEST_COLL" --filter="$filter" > "$TMP/out" 2>&1
         rc=$?
-        check "test_coll --filter='$filter' ${tune:+($tune) }across $nodes nodes exits 0 (got $rc)" \
+        check "test_coll --filter='$filter' across $nodes nodes exits 0 (got $rc)" \
             [ "$rc" -eq 0 ]
         check "test_coll across $nodes nodes: every test passed" \
             grep -qE 'Synthesis: Tested: [1-9][0-9]* \| Passing: [1-9][0-9]* \| Failing: 0 \| Crashing: 0' \
@@ -162,9 +311,40 @@ if [ -x "$TEST_COLL" ]; then
         [ "$rc" -eq 0 ] || tail -n 30 "$TMP/out"
         clean "the matrix across $nodes nodes"
     done
+    hier_matrix
 else
     echo "test_netns: no $TEST_COLL (built with Criterion): the matrix is not run"
 fi
+
+# A rank SIGKILLed in a hierarchical allreduce of 64 MB (2 warm-up calls
+# first, each exact and with its node-local stages off loopback), at several
+# points of a call (a percentage of its previous call's length), on several
+# nodes and layouts: every survivor's call fails with PEER_FAILED, TIMEOUT or
+# ABORTED, and the survivor exits, within the communicators' timeout (5 s)
+# plus 5 s of the kill; no call succeeds with wrong data. A survivor whose
+# schedule fails while a team stage of it is posted must not leak the schedule.
+KILL_TIMEOUT=5
+for run in "2 2:4 1 10" "2 2:4 2 50" "2 2 --cyclic:4 3 90" "3 3,2,1:6 4 40" "2 2:4 0 70"; do
+    layout=${run%%:*}
+    # shellcheck disable=SC2086 # NRANKS VICTIM PERCENT
+    set -- ${run#*:}
+    nranks=$1 victim=$2 percent=$3
+    # shellcheck disable=SC2086 # nodes, ranks per node and an optional --cyclic
+    set -- $layout
+    what="rank $victim of $nranks on $1 nodes (ranks $2${3:+ $3}) killed $percent% into a call"
+    # shellcheck disable=SC2086
+    timeout -k 10 120 "$TB" --nodes "$1" --ranks-per-node "$2" ${3:-} --timeout 100 --harness -- \
+        "$NETNS_KILL" "$nranks" "$victim" "$percent" "$KILL_TIMEOUT" 5 > "$TMP/out" 2>&1
+    rc=$?
+    check "$what: every survivor failed in time (got $rc)" [ "$rc" -eq 0 ]
+    check "$what: $((nranks - 1)) survivors reported" [ "$(grep -c \
+        '^netns_kill: survivor [0-9]*: exit status 0, its call failed' "$TMP/out")" -eq $((nranks - 1)) ]
+    check "$what: no survivor leaked its schedule" \
+        absent 'schedule finalized with transfers in flight' "$TMP/out"
+    [ "$rc" -eq 0 ] || tail -n 30 "$TMP/out"
+    grep '^netns_kill: \(rank [0-9]* killed\|survivor\)' "$TMP/out"
+    clean "$what"
+done
 
 # A failing rank fails the run, named with its node.
 # shellcheck disable=SC2016

@@ -5,7 +5,8 @@
 # usage (as root):
 #   testbed.sh [--nodes N] [--ranks-per-node K|K0,K1,..] [--cyclic] [--rate RATE]
 #              [--build DIR] [--timeout S] [--quiet] -- COMMAND ARGS...
-#   testbed.sh [--nodes N] [--rate RATE] [--timeout S] --harness -- COMMAND ARGS...
+#   testbed.sh [--nodes N] [--ranks-per-node K|K0,K1,..] [--cyclic] [--rate RATE]
+#              [--timeout S] --harness -- COMMAND ARGS...
 #   testbed.sh --cleanup
 #
 # Each node is a network namespace with one interface, eth0, at 10.99.0.<i+1>;
@@ -27,10 +28,15 @@
 #   --timeout S         kill everything after S seconds (default 300)
 #   --quiet             print only rank 0's output (and that of failed ranks)
 #   --harness           run COMMAND once, in the root namespace, with
-#                       CHORUS_TEST_NETNS set to the node namespaces: the test
-#                       harness (tests/coll/harness.c) then places its ranks
-#                       on the nodes, e.g.
+#                       CHORUS_TEST_NETNS listing the namespace of each rank as
+#                       --ranks-per-node and --cyclic place them (by default one
+#                       rank per node: the nodes in order); the test harness
+#                       (tests/coll/harness.c) puts its rank r of N in entry
+#                       r * S / N of the S listed, so a harness job of S ranks
+#                       is placed exactly so, and one of other sizes keeps the
+#                       proportions, e.g.
 #                         testbed.sh --nodes 3 --harness -- tests/coll/test_coll
+#                         testbed.sh --nodes 2 --ranks-per-node 2 --cyclic --harness -- ...
 #   --cleanup           remove the namespaces left by test beds that were killed
 #                       (SIGKILL leaves no chance to clean up)
 #
@@ -225,9 +231,12 @@ wait_all() {
     return 0
 }
 
+# The namespace of every rank as placed: a namespace is named once per rank on it.
 run_harness() {
-    local list="" i
-    for ((i = 0; i < NODES; i++)); do list="$list${list:+,}$ID-n$i"; done
+    local list="" size=0 i
+    for i in "${COUNTS[@]}"; do size=$((size + i)); done
+    place_ranks "$size"
+    for i in "${NODE_OF[@]}"; do list="$list${list:+,}$ID-n$i"; done
     echo "testbed: $NODES nodes ${RATE:+(links at $RATE) }CHORUS_TEST_NETNS=$list" >&2
     CHORUS_TEST_NETNS=$list setsid "$@" &
     PIDS=($!)
