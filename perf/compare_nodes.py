@@ -250,9 +250,10 @@ def main():
           f"{f'links at {a.rate}' if a.rate else 'links unshaped'}, {a.size}, "
           f"{a.reps} interleaved pairs, {a.iters} timed calls each")
     if a.against != "flat":
+        both = " ".join(f"{k}={v}" for k, v in a.env.items())
         print(f"# default beside CHORUS_SHM=0 (node-local stages over TCP); "
               f"{a.chorus_perf or 'chorus-perf of ' + a.build}"
-              f"{', set on both: ' + ' '.join(f'{k}={v}' for k, v in a.env.items()) if a.env else ''}")
+              f"{', set on both: ' + both if both else ''}")
     runs = {c: [] for c in a.coll_list}
     for _ in range(a.reps):
         for coll in runs:
