@@ -10,13 +10,27 @@ non-temporal copy bandwidth). Every library checks its results exactly before th
 count; any wrong element stops the comparison with an error. A peer that is missing is
 reported as not available and skipped.
 
+Collectives: allreduce, allgather, reduce_scatter, broadcast and alltoall, float32 (sum
+for the reductions). Sizes are whole buffers as in chorus-perf: for allgather and
+reduce_scatter each rank contributes size / n, for alltoall size is each rank's send
+buffer, size / n to every peer (busbw factor (n-1)/n, as nccl-tests). "-d all" is the four
+collectives of the P1 figure; alltoall (P13) runs when named, e.g. "-d all,alltoall".
+
+--baseline-perf PATH runs a second chorus build, "chorus-base" in tables and JSON, as one
+more side of the interleaved runs, so that a new build is compared with an older one in
+the same run; its column of ratios is new/base. Each chorus-perf of an installed tree
+(PREFIX/bin) runs with its own PREFIX/lib first on LD_LIBRARY_PATH.
+
 Prints per collective the median busbw of each library per size and the chorus/peer ratio
 (median and min-max over repetitions, run i of chorus paired with run i of the peer);
 --json writes every raw figure and each library's configuration, --plot a PNG of busbw
 against size. See shared/BENCHMARKS.md for why it is done this way.
 
-Example (from the top of the source tree, after ./quickstart build):
+Examples (from the top of the source tree, after ./quickstart build):
   python3 perf/compare.py -n 4 -r 5 -d allreduce --json cmp.json --plot cmp.png
+  python3 perf/compare.py -n 4 -r 5 -d alltoall --sizes 1K,64K,1M,16M --peers ompi
+  python3 perf/compare.py -n 4 -r 5 -d all --peers none \\
+      --baseline-perf /opt/chorus-0.1/bin/chorus-perf
 """
 
 import argparse
@@ -37,6 +51,8 @@ from peers import RunError, WrongResults
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_SIZES = "8,64,512,1K,4K,16K,64K,256K,1M,4M,16M,64M,256M"
 PEER_ORDER = ("ompi", "mpich", "gloo")
+BASE = "chorus-base"  # the --baseline-perf build
+CHORUS_LIKE = ("chorus", BASE)  # report both in_place and out_of_place figures
 PEER_CLASSES = {"ompi": peers.OpenMpi, "mpich": peers.Mpich, "gloo": peers.Gloo}
 
 
@@ -73,7 +89,8 @@ def build_parser():
     p.add_argument("-r", "--reps", type=int, default=5, help="repetitions of every run")
     p.add_argument("-d", "--colls", default="all",
                    help="comma-separated: allreduce, allgather, reduce_scatter, broadcast, "
-                   "or all")
+                   "alltoall; all = the first four (P1's figure), so alltoall runs only "
+                   "when named, e.g. all,alltoall")
     p.add_argument("--sizes", default=DEFAULT_SIZES,
                    help="comma-separated whole-buffer sizes (K, M, G = powers of 1024)")
     p.add_argument("-i", "--iters", type=int, default=20, help="timed calls per size")
@@ -87,6 +104,14 @@ def build_parser():
     p.add_argument("--build-dir", default=os.path.join(os.path.dirname(HERE), "build"),
                    help="chorus build directory (its perf/chorus-perf is used)")
     p.add_argument("--chorus-perf", help="chorus-perf path (default: BUILD_DIR/perf/chorus-perf)")
+    p.add_argument("--baseline-perf", metavar="PATH",
+                   help="a second chorus build's chorus-perf, run as '%s' beside chorus in "
+                   "the same interleaved runs; ratios new/base (an installed tree's "
+                   "PREFIX/lib is put first on its LD_LIBRARY_PATH)" % BASE)
+    p.add_argument("--baseline-env", dest="baseline_env_items", action="append",
+                   metavar="VAR=VALUE",
+                   help="set for the baseline's runs only, over the --env values it "
+                   "shares with chorus (repeatable)")
     p.add_argument("--peers", default=",".join(PEER_ORDER),
                    help="comma-separated peers to run (ompi, mpich, gloo) or none")
     p.add_argument("--env", dest="chorus_env_items", action="append", metavar="VAR=VALUE",
@@ -100,7 +125,9 @@ def build_parser():
     p.add_argument("--chorus-variant", default="matched",
                    choices=("matched", "in_place", "out_of_place", "best"),
                    help="chorus-perf figure compared: matched = the form the peer calls "
-                   "(in place; out of place for torch's allgather and reduce_scatter)")
+                   "(in place, MPI's alltoall too; out of place for torch's allgather, "
+                   "reduce_scatter and alltoall; with the baseline, the same figure of "
+                   "both builds: in place for matched)")
     p.add_argument("--no-membw", action="store_true", help="skip the memcpy/NT bound")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per run at most")
     p.add_argument("--json", help="write every raw figure and the configuration here")
@@ -124,8 +151,10 @@ def parse_args(argv):
         p.error("bad --sizes '%s' or --large-from '%s'" % (a.sizes, a.large_from))
     if not a.size_list or a.size_list[0] < 4 or a.size_list[-1] > 1 << 30:
         p.error("sizes must be between 4 B and 1 GiB")
-    colls = [c.strip() for c in a.colls.split(",") if c.strip()]
-    a.coll_list = list(peers.COLLECTIVES) if colls == ["all"] else colls
+    colls = []
+    for c in (c.strip() for c in a.colls.split(",") if c.strip()):
+        colls += list(peers.ALL_COLLECTIVES) if c == "all" else [c]
+    a.coll_list = list(dict.fromkeys(colls))
     for c in a.coll_list:
         if c not in peers.COLLECTIVES:
             p.error("unknown collective '%s' (%s, or all)" % (c, ", ".join(peers.COLLECTIVES)))
@@ -136,6 +165,10 @@ def parse_args(argv):
             p.error("unknown peer '%s' (%s, or none)" % (x, ", ".join(PEER_ORDER)))
     a.chorus_perf = a.chorus_perf or os.path.join(a.build_dir, "perf", "chorus-perf")
     a.chorus_env = parse_env_pairs(p, a.chorus_env_items, "--env")
+    a.baseline_env = dict(a.chorus_env, **parse_env_pairs(p, a.baseline_env_items,
+                                                          "--baseline-env"))
+    if a.baseline_env_items and not a.baseline_perf:
+        p.error("--baseline-env needs --baseline-perf")
     a.ompi_env = parse_env_pairs(p, a.ompi_env_items, "--ompi-env")
     a.mpich_env = parse_env_pairs(p, a.mpich_env_items, "--mpich-env")
     a.ompi_args = shlex.split(a.ompi_args) if a.ompi_args is not None else None
@@ -213,7 +246,8 @@ def med(xs):
 
 def chorus_variant(peer_name, coll, choice="matched"):
     """chorus-perf's figure compared with the peer's: by default the one that matches the
-    calls the peer makes."""
+    calls the peer makes (MPI: in place; torch: as it calls each collective). The baseline
+    build is a chorus-perf too: the same figure of both, in place for matched."""
     if choice != "matched":
         return choice
     return peers.GLOO_MATCHED_VARIANT[coll] if peer_name == "gloo" else "in_place"
@@ -221,6 +255,11 @@ def chorus_variant(peer_name, coll, choice="matched"):
 
 def chorus_time(t, variant):
     return min(t["in_place"], t["out_of_place"]) if variant == "best" else t[variant]
+
+
+def side_time(lib, t, variant):
+    """A run's time for the ratio: a chorus-perf's figure of that variant, a peer's one."""
+    return chorus_time(t, variant) if lib in CHORUS_LIKE else t
 
 
 def summarize(args, coll, plan, runs, libs):
@@ -236,19 +275,20 @@ def summarize(args, coll, plan, runs, libs):
                 r = runs.get((lib, rep), {}).get(es)
                 if r is None:
                     times.append(None)
-                elif lib == "chorus":
+                elif lib in CHORUS_LIKE:
                     times.append({v: r[v]["time_us"] for v in ("in_place", "out_of_place")})
                 else:
                     times.append(r["time_us"])
             row["time_us"][lib] = times
         for lib in libs:
-            ts = [t["in_place"] if lib == "chorus" and t else t for t in row["time_us"][lib]]
+            ts = [t["in_place"] if lib in CHORUS_LIKE and t else t
+                  for t in row["time_us"][lib]]
             row["busbw"][lib] = [peers.busbw(coll, n, es, t) if t else None for t in ts]
         for lib in libs[1:]:
             v, rs = chorus_variant(lib, coll, args.chorus_variant), []
             for c, p in zip(row["time_us"]["chorus"], row["time_us"][lib]):
                 if c and p and chorus_time(c, v) > 0:
-                    rs.append(p / chorus_time(c, v))
+                    rs.append(side_time(lib, p, v) / chorus_time(c, v))
             row["ratio"][lib] = {"chorus_variant": v, "per_rep": rs, "median": med(rs),
                                  "min": min(rs) if rs else float("nan"),
                                  "max": max(rs) if rs else float("nan")}
@@ -261,16 +301,17 @@ def summarize(args, coll, plan, runs, libs):
 def print_table(args, coll, table, libs, notes, bound):
     print("\n# %s float32%s, %d ranks, busbw in GB/s (1e9 B/s), median of %d reps; "
           "ratio = chorus/peer busbw, median [min-max] over paired reps"
-          % (coll, "" if coll in ("allgather", "broadcast") else " sum", args.nranks,
-             args.reps))
-    head = "# %8s" % "size" + "".join(" %9s" % lib for lib in libs) + \
+          % (coll, "" if coll in ("allgather", "broadcast", "alltoall") else " sum",
+             args.nranks, args.reps))
+    width = {lib: max(9, len(lib)) for lib in libs}
+    head = "# %8s" % "size" + "".join(" %*s" % (width[lib], lib) for lib in libs) + \
         "".join(" %23s" % ("vs " + lib) for lib in libs[1:])
     print(head)
     for row in table:
         line = "  %8s" % human(row["size"])
         for lib in libs:
             b = row["busbw_median"][lib]
-            line += " %9s" % ("-" if b != b else "%.4g" % b)
+            line += " %*s" % (width[lib], "-" if b != b else "%.4g" % b)
         for lib in libs[1:]:
             r = row["ratio"][lib]
             line += " %23s" % ("-" if not r["per_rep"] else "%6.2fx [%.2f-%.2f]"
@@ -284,8 +325,12 @@ def print_table(args, coll, table, libs, notes, bound):
         how.append("%s with gloo%s" % (chorus_variant("gloo", coll, args.chorus_variant)
                                        .replace("_", " "), ", as torch calls it"
                                        if args.chorus_variant == "matched" else ""))
-    print("# chorus column: its in-place figure; chorus compared %s"
-          % ("; ".join(how) or "with no peer"))
+    if BASE in libs:
+        how.append("%s with the baseline build (new/base)"
+                   % chorus_variant(BASE, coll, args.chorus_variant).replace("_", " "))
+    print("# %s: in-place figure; chorus compared %s"
+          % ("chorus and chorus-base columns" if BASE in libs else "chorus column",
+             "; ".join(how) or "with no peer"))
     if bound:
         print("# physical bound, one core, same run: memcpy %.2f GB/s [%.2f-%.2f], "
               "NT copy %.2f GB/s [%.2f-%.2f] (%s)"
@@ -316,7 +361,8 @@ def configuration(args):
         "warmup": args.warmup, "large_from": args.large_from_bytes,
         "large_iters": args.large_iters, "large_warmup": args.large_warmup,
         "sizes": args.size_list, "collectives": args.coll_list,
-        "order": "per collective and repetition: membw, chorus, then each peer in turn",
+        "order": "per collective and repetition: membw, chorus, the baseline chorus "
+                 "(--baseline-perf), then each peer in turn",
         "timeout_s": args.timeout, "type": "float32", "op": "sum", "libraries": {},
     }
 
@@ -324,6 +370,8 @@ def configuration(args):
 def probe_all(args, tmpdir, conf):
     """The libraries that can run, chorus first; prints and records the others."""
     libs = {"chorus": peers.Chorus(args)}
+    if args.baseline_perf:
+        libs[BASE] = peers.Chorus(args, BASE, args.baseline_perf, args.baseline_env)
     for name in PEER_ORDER:
         if name in args.peer_list:
             libs[name] = PEER_CLASSES[name](args)
@@ -341,9 +389,10 @@ def probe_all(args, tmpdir, conf):
 
 
 def describe(name, c):
-    if name == "chorus":
-        return "%s, CHORUS_* set: %s" % (c["perf"], " ".join(
-            "%s=%s" % kv for kv in sorted(c["env"].items())) or "none")
+    if name in CHORUS_LIKE:
+        return "%s%s, CHORUS_* set: %s" % (
+            c["perf"], ", libchorus %s" % c["libchorus"] if c.get("libchorus") else "",
+            " ".join("%s=%s" % kv for kv in sorted(c["env"].items())) or "none")
     if name == "gloo":
         return "torch %s via %s, %s, 1 thread" % (c["version"], c["python"], c["transport"])
     return "%s; %s; %s" % (c["version"], c["command"], c["transport"])
@@ -365,6 +414,12 @@ def run_one(lib, plan, coll, rep, logdir, doc, runs):
 def compare_coll(args, coll, libs, membw, doc, logdir):
     plan, skipped = size_plan(args, coll)
     runs, notes = {}, []
+    why = libs["chorus"].supports(coll)
+    if why is not None:  # nothing to compare with
+        note = "chorus: not available for %s (%s)" % (coll, why)
+        print("\n# %s skipped: %s" % (coll, note), flush=True)
+        doc["tables"][coll] = {"libraries": [], "rows": [], "notes": [note]}
+        return
     if skipped:
         notes.append("sizes below one float per rank skipped: %s"
                      % ",".join(human(s) for s in skipped))
@@ -421,8 +476,10 @@ def make_plot(args, doc, tmpdir):
 
 def run_all(args, doc, tmpdir, logdir):
     libs = probe_all(args, tmpdir, doc["configuration"])
-    if "chorus" not in libs:
-        raise SystemExit("compare: %s" % doc["configuration"]["libraries"]["chorus"]["reason"])
+    for name in CHORUS_LIKE:  # asked for by path: missing is an error, not a skipped peer
+        if name in doc["configuration"]["libraries"] and name not in libs:
+            raise SystemExit("compare: %s: %s"
+                             % (name, doc["configuration"]["libraries"][name]["reason"]))
     membw = None
     if not args.no_membw:
         membw = MemBw()

@@ -20,7 +20,9 @@ import time
 EXIT_WRONG = 3
 EXIT_NO_TORCH = 4
 EXIT_UNSUPPORTED = 5
-BLOCKED = ("allgather", "reduce_scatter")  # sizes are whole buffers of world blocks
+COLLECTIVES = ("allreduce", "allgather", "reduce_scatter", "broadcast", "alltoall")
+BLOCKED = ("allgather", "reduce_scatter", "alltoall")  # sizes: whole buffers of world blocks
+TWO_BUFFERS = ("allgather", "reduce_scatter", "alltoall")  # out of place: input and output
 CHECK_PERIOD = 13  # pattern length of the check values; small integers sum exactly
 
 
@@ -29,9 +31,7 @@ def parse_args(argv):
     p.add_argument("--rank", type=int, required=True)
     p.add_argument("--world", type=int, required=True)
     p.add_argument("--port", type=int, required=True)
-    p.add_argument("--coll", choices=("allreduce", "allgather", "reduce_scatter",
-                                      "broadcast"),
-                   default="allreduce")
+    p.add_argument("--coll", choices=COLLECTIVES, default="allreduce")
     p.add_argument("--sizes", required=True,
                    help="comma-separated whole-message sizes in bytes")
     p.add_argument("--iters", type=int, default=20)
@@ -48,6 +48,14 @@ def parse_args(argv):
 def pattern(torch, count, offset):
     """(i % CHECK_PERIOD) + offset as float32, exact for the values used here."""
     return (torch.arange(count, dtype=torch.int64) % CHECK_PERIOD).to(torch.float32) + offset
+
+
+A2A_MAX_WORLD = 1024  # 16 (src world + dst) + 12 stays below 2^24, exact in float32
+
+
+def a2a_block(torch, count, src, dst, world):
+    """Alltoall's check values: what rank src sends to rank dst names both of them."""
+    return pattern(torch, count, 16 * (src * world + dst))
 
 
 class Case:
@@ -76,6 +84,16 @@ class Case:
             self.ins = [torch.empty(self.count * world, dtype=torch.float32)
                         for _ in range(nbuf)]
             self.in_views = [list(t.chunk(world)) for t in self.ins]
+        if coll == "alltoall":
+            if world > A2A_MAX_WORLD:
+                raise ValueError("alltoall checks up to %d ranks exactly" % A2A_MAX_WORLD)
+            if not hasattr(dist, "all_to_all_single"):
+                raise Unsupported("torch.distributed has no all_to_all_single")
+            # out of place, as all_to_all_single takes it: count elements to every peer
+            self.ins = [torch.empty(self.count * world, dtype=torch.float32)
+                        for _ in range(nbuf)]
+            self.outs = [torch.empty(self.count * world, dtype=torch.float32)
+                         for _ in range(nbuf)]
 
     def fill(self, k):
         """Known inputs in buffer k (and a poison value where results land)."""
@@ -90,6 +108,10 @@ class Case:
         elif self.coll == "reduce_scatter":
             self.ins[k].copy_(pattern(self.torch, self.count * self.world, self.rank))
             b.fill_(-1.0)
+        elif self.coll == "alltoall":
+            for j, block in enumerate(self.ins[k].chunk(self.world)):
+                block.copy_(a2a_block(self.torch, self.count, self.rank, j, self.world))
+            self.outs[k].fill_(-1.0)
         else:
             b.copy_(pattern(self.torch, self.count, 100 * self.rank))
             self.outs[k].fill_(-1.0)
@@ -106,6 +128,10 @@ class Case:
             whole = pattern(torch, self.count * n, 0) * n + n * (n - 1) // 2
             mine = whole[self.rank * self.count:(self.rank + 1) * self.count]
             return int((self.bufs[k] != mine).sum())
+        if self.coll == "alltoall":
+            # block j of the output holds what rank j sent to this rank
+            return sum(int((block != a2a_block(torch, self.count, j, self.rank, n)).sum())
+                       for j, block in enumerate(self.outs[k].chunk(n)))
         bad = 0
         for j, view in enumerate(self.views[k]):
             bad += int((view != pattern(torch, self.count, 100 * j)).sum())
@@ -119,6 +145,8 @@ class Case:
             dist.broadcast(self.bufs[k], src=0)
         elif self.coll == "reduce_scatter":
             dist.reduce_scatter(self.bufs[k], self.in_views[k], op=dist.ReduceOp.SUM)
+        elif self.coll == "alltoall":
+            dist.all_to_all_single(self.outs[k], self.ins[k])
         elif self.into_tensor:
             try:
                 dist.all_gather_into_tensor(self.outs[k], self.bufs[k])
@@ -135,12 +163,14 @@ class Case:
                 "all_gather(list of views of one output tensor)"
         if self.coll == "reduce_scatter":
             return "reduce_scatter(SUM, list of views of one input tensor)"
+        if self.coll == "alltoall":
+            return "all_to_all_single(output, input), equal splits, out of place"
         return "all_reduce(SUM, in place)" if self.coll == "allreduce" else \
             "broadcast(src=0, in place)"
 
 
 def nbuf_for(args, size):
-    per = size * (2 if args.coll in BLOCKED else 1)
+    per = size * (2 if args.coll in TWO_BUFFERS else 1)
     return max(1, min(args.buffers, args.max_buffer_mem // max(per, 1)))
 
 

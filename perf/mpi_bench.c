@@ -9,9 +9,11 @@
  *
  * Conventions shared with chorus-perf, so that the figures pair up:
  * - float32 sum; a size is the whole buffer (for allgather and
- *   reduce_scatter each rank contributes size / ranks);
+ *   reduce_scatter each rank contributes size / ranks; for alltoall it is
+ *   each rank's whole send buffer, size / ranks to every peer);
  * - calls are in place (chorus-perf's in_place variant): MPI_IN_PLACE for
- *   allreduce, allgather and reduce_scatter_block, broadcast from root 0;
+ *   allreduce, allgather, reduce_scatter_block and alltoall, broadcast from
+ *   root 0;
  * - each size is checked exactly on integer-valued floats, whose sums are
  *   exact whatever the reduction order, before it is timed;
  * - the timed calls rotate over several buffers so that large sizes are not
@@ -34,11 +36,19 @@
 #define BENCH_MAX_BUFS 16
 /* Check values repeat with this period; small integers, so every sum is exact. */
 #define BENCH_PERIOD 13
+/* Alltoall's check values, 16 (from n + to) + 12, stay below 2^24 up to here. */
+#define BENCH_A2A_MAX_RANKS 1024
 
-typedef enum { COLL_ALLREDUCE, COLL_ALLGATHER, COLL_REDUCE_SCATTER, COLL_BROADCAST } coll_t;
+typedef enum {
+    COLL_ALLREDUCE,
+    COLL_ALLGATHER,
+    COLL_REDUCE_SCATTER,
+    COLL_BROADCAST,
+    COLL_ALLTOALL
+} coll_t;
 
 static const char *const coll_names[] = {"allreduce", "allgather", "reduce_scatter",
-                                         "broadcast"};
+                                         "broadcast", "alltoall"};
 
 typedef struct {
     coll_t coll;
@@ -63,7 +73,8 @@ typedef struct {
 static const char usage_text[] =
     "usage: mpi_bench -c COLL -s SIZES [-n ITERS] [-w WARMUP] [-L BYTES -N ITERS -W WARMUP]\n"
     "                 [-b BUFFERS] [-m BYTES]\n"
-    "  COLL: allreduce allgather reduce_scatter broadcast (float32 sum, in place)\n"
+    "  COLL: allreduce allgather reduce_scatter broadcast alltoall\n"
+    "        (float32, reductions sum, every call in place)\n"
     "  SIZES: comma-separated whole-buffer sizes in bytes\n"
     "  -L BYTES: sizes from BYTES on run -N timed and -W warmup calls instead\n"
     "  -b: rotating buffers per size (default 4); -m: their bytes per rank at most\n";
@@ -168,7 +179,7 @@ static int parse_opts(int argc, char **argv, bench_opts_t *o)
 
 static int is_blocked(coll_t coll)
 {
-    return coll == COLL_ALLGATHER || coll == COLL_REDUCE_SCATTER;
+    return coll == COLL_ALLGATHER || coll == COLL_REDUCE_SCATTER || coll == COLL_ALLTOALL;
 }
 
 static double busbw_factor(coll_t coll, int n)
@@ -176,7 +187,8 @@ static double busbw_factor(coll_t coll, int n)
     switch (coll) {
     case COLL_ALLREDUCE: return 2.0 * (n - 1) / n;
     case COLL_ALLGATHER:
-    case COLL_REDUCE_SCATTER: return (double)(n - 1) / n;
+    case COLL_REDUCE_SCATTER:
+    case COLL_ALLTOALL: return (double)(n - 1) / n;
     default: return 1.0;
     }
 }
@@ -189,9 +201,19 @@ static float pattern(size_t i, int offset)
 }
 
 /*
+ * Alltoall: element k of the block that rank i sends to rank j holds
+ * 16 (i n + j) + k % 13, so every value names its sender and its destination.
+ */
+static float a2a_value(int from, int to, int n, size_t k)
+{
+    return (float)(16 * ((long)from * n + to)) + (float)(k % BENCH_PERIOD);
+}
+
+/*
  * Known inputs in buffer b. Allgather's blocks differ per rank (100 * rank);
  * reductions add the rank, so element i of the sum is n * (i % 13) + n(n-1)/2.
- * Every value stays below 2^24, so float32 holds it exactly.
+ * Every value stays below 2^24, so float32 holds it exactly (alltoall: up to
+ * BENCH_A2A_MAX_RANKS ranks, which main checks).
  */
 static void fill(bench_case_t *c, float *b)
 {
@@ -212,6 +234,11 @@ static void fill(bench_case_t *c, float *b)
     case COLL_BROADCAST:
         for (size_t i = 0; i < c->elems; i++)
             b[i] = c->rank == 0 ? pattern(i, 1) : -1.0f;
+        break;
+    case COLL_ALLTOALL:
+        for (int j = 0; j < c->nranks; j++)
+            for (size_t k = 0; k < c->count; k++)
+                b[(size_t)j * c->count + k] = a2a_value(c->rank, j, c->nranks, k);
         break;
     }
 }
@@ -242,6 +269,12 @@ static long long count_wrong(const bench_case_t *c, const float *b)
         for (size_t i = 0; i < c->elems; i++)
             bad += b[i] != pattern(i, 1);
         break;
+    case COLL_ALLTOALL:
+        /* block j now holds what rank j sent to this rank */
+        for (int j = 0; j < n; j++)
+            for (size_t k = 0; k < c->count; k++)
+                bad += b[(size_t)j * c->count + k] != a2a_value(j, c->rank, n, k);
+        break;
     }
     return bad;
 }
@@ -263,6 +296,9 @@ static int call(const bench_case_t *c, float *b)
                                         MPI_COMM_WORLD);
     case COLL_BROADCAST:
         return MPI_Bcast(b, cnt, MPI_FLOAT, 0, MPI_COMM_WORLD);
+    case COLL_ALLTOALL:
+        return MPI_Alltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, b, cnt, MPI_FLOAT,
+                            MPI_COMM_WORLD);
     }
     return MPI_ERR_ARG;
 }
@@ -393,6 +429,13 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
     if (parse_opts(argc, argv, &o) != 0) {
+        MPI_Finalize();
+        return BENCH_EXIT_USAGE;
+    }
+    if (o.coll == COLL_ALLTOALL && nranks > BENCH_A2A_MAX_RANKS) {
+        if (rank == 0)
+            fprintf(stderr, "mpi_bench: alltoall checks up to %d ranks exactly, not %d\n",
+                    BENCH_A2A_MAX_RANKS, nranks);
         MPI_Finalize();
         return BENCH_EXIT_USAGE;
     }

@@ -26,12 +26,19 @@ SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's python3-torch and python3-matplot
 GLOO_WORKER = os.path.join(HERE, "gloo_worker.py")
 GLOO_EXIT_WRONG, GLOO_EXIT_NO_TORCH, GLOO_EXIT_UNSUPPORTED = 3, 4, 5
 MPI_EXIT_WRONG = 3
-COLLECTIVES = ("allreduce", "allgather", "reduce_scatter", "broadcast")
+COLLECTIVES = ("allreduce", "allgather", "reduce_scatter", "broadcast", "alltoall")
+# what compare.py's "-d all" runs: the four collectives of the P1 figure (alltoall, P13's,
+# is run when named)
+ALL_COLLECTIVES = ("allreduce", "allgather", "reduce_scatter", "broadcast")
+# sizes are whole buffers of one block per rank: size / n bytes per rank (allgather,
+# reduce_scatter) or to every peer (alltoall: each rank's whole send buffer)
+BLOCKED = ("allgather", "reduce_scatter", "alltoall")
 BUSBW_FACTOR = {
     "allreduce": lambda n: 2.0 * (n - 1) / n,
     "allgather": lambda n: (n - 1) / n,
     "reduce_scatter": lambda n: (n - 1) / n,
     "broadcast": lambda n: 1.0,
+    "alltoall": lambda n: (n - 1) / n,
 }
 
 
@@ -45,9 +52,10 @@ class WrongResults(Exception):
 
 def effective_size(coll, size, n):
     """The bytes every library really moves for a requested size (float32 elements;
-    allgather and reduce_scatter whole blocks of size / n per rank), as chorus-perf."""
+    allgather, reduce_scatter and alltoall whole blocks of size / n per rank), as
+    chorus-perf."""
     count = size // 4
-    return (count // n) * n * 4 if coll in ("allgather", "reduce_scatter") else count * 4
+    return (count // n) * n * 4 if coll in BLOCKED else count * 4
 
 
 def busbw(coll, n, size, time_us):
@@ -179,28 +187,80 @@ def env_with(extra):
 # ---- chorus ----------------------------------------------------------------------------
 
 
-class Chorus:
-    """chorus-perf -np N, one launch per geometric run of sizes that share iteration counts."""
-    name = "chorus"
+def install_lib_dir(perf):
+    """LIB of an installed tree PREFIX/bin/chorus-perf, PREFIX/lib/libchorus.so*, or None
+    (a build tree's chorus-perf is a libtool wrapper that finds its own library)."""
+    d = os.path.dirname(os.path.abspath(perf))
+    lib = os.path.join(os.path.dirname(d), "lib")
+    if os.path.basename(d) != "bin" or not os.path.isdir(lib):
+        return None
+    return lib if any(f.startswith("libchorus.so") for f in os.listdir(lib)) else None
 
-    def __init__(self, args):
-        self.args = args
-        self.perf = args.chorus_perf
-        self.env = dict(args.chorus_env)
+
+def is_elf(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == b"\x7fELF"
+    except OSError:
+        return False
+
+
+class Chorus:
+    """chorus-perf -np N, one launch per geometric run of sizes that share iteration counts.
+
+    One chorus build: "chorus" is the one under test, "chorus-base" (compare.py
+    --baseline-perf) an older one run beside it. The chorus-perf of an installed tree runs
+    with that tree's lib first on LD_LIBRARY_PATH: its RUNPATH may name another tree's
+    library, and LD_LIBRARY_PATH set outside would otherwise win over it."""
+
+    def __init__(self, args, name="chorus", perf=None, env=None):
+        self.args, self.name = args, name
+        self.perf = perf or args.chorus_perf
+        self.env_given = dict(args.chorus_env if env is None else env)
+        self.env = dict(self.env_given)
+        self.lib_dir = install_lib_dir(self.perf)
+        if self.lib_dir is not None and "LD_LIBRARY_PATH" not in self.env_given:
+            outer = os.environ.get("LD_LIBRARY_PATH")
+            self.env["LD_LIBRARY_PATH"] = self.lib_dir + (":" + outer if outer else "")
+        self.colls = None  # the collectives this chorus-perf names in --help, if it says
         self.config = {}
 
     def probe(self, tmpdir):
         if not os.access(self.perf, os.X_OK):
             return "chorus-perf not found or not executable: %s (build chorus, or give " \
-                   "--build-dir / --chorus-perf)" % self.perf
+                   "--build-dir / --chorus-perf / --baseline-perf)" % self.perf
+        env = env_with(self.env)
         shown = {k: ("(set)" if k == "CHORUS_SECRET" else v)
-                 for k, v in env_with(self.env).items() if k.startswith("CHORUS_")}
+                 for k, v in env.items() if k.startswith("CHORUS_")}
+        self.colls = self._help_collectives(env)
         self.config = {"perf": os.path.abspath(self.perf), "env": shown,
-                       "env_given": self.env, "check": 1,
+                       "env_given": self.env_given, "check": 1,
+                       "ld_library_path": self.env.get("LD_LIBRARY_PATH")
+                       if self.lib_dir is not None else None,
+                       "libchorus": self._libchorus(env),
+                       "collectives": self.colls,
                        "buffers": "chorus-perf's own: up to 4 rotating send/receive pairs "
                        "per rank within 1 GiB",
                        "config_in_effect": self._info_config()}
         return None
+
+    def _libchorus(self, env):
+        """The libchorus this chorus-perf loads, as ldd resolves it with its environment
+        (None for a libtool wrapper script)."""
+        if not is_elf(self.perf) or shutil.which("ldd") is None:
+            return None
+        for line in (capture(["ldd", self.perf], timeout=20, env=env) or "").splitlines():
+            if "libchorus" in line and "=>" in line:
+                return line.split("=>", 1)[1].split("(")[0].strip()
+        return None
+
+    def _help_collectives(self, env):
+        """The collectives chorus-perf --help names (None when it does not say)."""
+        out = capture([self.perf, "--help"], timeout=20, env=env) or ""
+        text = out.split("COLLECTIVE:", 1)[1] if "COLLECTIVE:" in out else ""
+        words = text.split("or all", 1)[0].replace(",", " ").split()
+        return words if words and all(w.replace("_", "").isalpha() for w in words) \
+            else None
 
     def _info_config(self):
         d = os.path.dirname(os.path.abspath(self.perf))
@@ -220,6 +280,8 @@ class Chorus:
         return None
 
     def supports(self, coll):
+        if self.colls is not None and coll not in self.colls:
+            return "%s --help names no %s" % (self.perf, coll)
         return None
 
     @staticmethod
@@ -240,7 +302,7 @@ class Chorus:
     def run(self, plan, coll, rep, logdir):
         rows = {}
         for k, (lo, hi, f, it, wu) in enumerate(self.segments(plan)):
-            tag = "chorus.%s.%d.%d" % (coll, rep, k)
+            tag = "%s.%s.%d.%d" % (self.name, coll, rep, k)
             out = os.path.join(logdir, tag + ".json")
             cmd = [self.perf, coll, "-np", str(self.args.nranks), "-b", str(lo), "-e", str(hi),
                    "-f", str(f), "-n", str(it), "-w", str(wu), "-c", "1", "--json", out]
@@ -253,11 +315,12 @@ class Chorus:
                 except ValueError:
                     data = None
             if data is not None and data.get("wrong_total", 0) != 0:
-                raise WrongResults("chorus-perf %s: wrong_total %s: %s\n%s"
-                                   % (coll, data["wrong_total"], shlex.join(cmd), tail(logs[0])))
+                raise WrongResults("%s: chorus-perf %s: wrong_total %s: %s\n%s"
+                                   % (self.name, coll, data["wrong_total"], shlex.join(cmd),
+                                      tail(logs[0])))
             if codes[0] != 0 or data is None:
-                raise RunError("chorus-perf %s exited %d: %s\n%s"
-                               % (coll, codes[0], shlex.join(cmd), tail(logs[0])))
+                raise RunError("%s: chorus-perf %s exited %d: %s\n%s"
+                               % (self.name, coll, codes[0], shlex.join(cmd), tail(logs[0])))
             for r in data["results"]:
                 if r["size"] > 0:
                     rows[r["size"]] = r
@@ -328,8 +391,8 @@ class Mpi:
             "check": "one call on known values per size before timing (mpi_bench)",
             "buffers": "up to %d rotating buffers per size within 1 GiB per rank"
                        % self.args.buffers,
-            "calls": "in place: MPI_Allreduce, MPI_Allgather, MPI_Reduce_scatter_block "
-                     "with MPI_IN_PLACE; MPI_Bcast from root 0",
+            "calls": "in place: MPI_Allreduce, MPI_Allgather, MPI_Reduce_scatter_block, "
+                     "MPI_Alltoall with MPI_IN_PLACE; MPI_Bcast from root 0",
         }
         return None
 
@@ -424,9 +487,10 @@ class Mpich(Mpi):
 
 
 # chorus-perf's figure that matches the form torch calls: torch's allreduce and broadcast
-# are in place, its allgather and reduce_scatter out of place
+# are in place, its allgather, reduce_scatter and all_to_all_single out of place
 GLOO_MATCHED_VARIANT = {"allreduce": "in_place", "broadcast": "in_place",
-                        "allgather": "out_of_place", "reduce_scatter": "out_of_place"}
+                        "allgather": "out_of_place", "reduce_scatter": "out_of_place",
+                        "alltoall": "out_of_place"}
 
 
 class Gloo:
