@@ -1108,6 +1108,65 @@ static int body_credit_return(rank_env_t *env)
 
 TL_TEST(credit_return, body_credit_return, o.window = "64K", o.eager = "4K")
 
+/* Progress until cond holds (tcp internals); 0, or -1 after WAIT_S. */
+#define PROGRESS_UNTIL(env, cond)                                                    \
+    ({                                                                               \
+        double until_ = chorus__now() + WAIT_S;                                      \
+        while (!(cond) && chorus__now() < until_)                                    \
+            step(env);                                                               \
+        (cond) ? 0 : -1;                                                             \
+    })
+
+/*
+ * A large message goes by rendezvous in fragments, and a small one posted
+ * while its payload is going out takes its turn between fragments: it
+ * arrives while the large one is still on its way, instead of waiting behind
+ * all of it. The receiver stops reading once it has cleared the large one,
+ * so that the payload is still on its way when the small one is posted.
+ */
+static int body_payload_interleave(rank_env_t *env)
+{
+    unsigned char *big = malloc(BIG), small[64];
+    tl_req_t r[2];
+
+    if (tcp_stats(env) == NULL)
+        return 0; /* the interleaving is the tcp transport's own */
+    CHECK(env->connect_status == CHORUS_OK && big != NULL);
+    CHECK(exchange(env, 1 - env->rank) == 0);
+    if (env->rank == 1) {
+        CHECK(env->ops->recv_nb(env->ctx, 0, 0, 1, big, BIG, &r[0]) == CHORUS_OK);
+        CHECK(env->ops->recv_nb(env->ctx, 0, 0, 2, small, sizeof(small), &r[1]) == CHORUS_OK);
+        sync_ranks(env);
+        /* The CTS is written: the payload may come. */
+        CHECK(PROGRESS_UNTIL(env, env->ctx->peers[0].rdvq.head != NULL) == 0);
+        sync_ranks(env);
+        sync_ranks(env);
+        CHECK(wait_reqs(env, &r[1], 1, WAIT_S) == 0);
+        CHECK(r[1].status == CHORUS_OK && matches(small, sizeof(small), 2));
+        CHECK(!r[0].done);
+        CHECK(wait_reqs(env, r, 1, WAIT_S) == 0);
+        CHECK(r[0].status == CHORUS_OK && r[0].length == BIG && matches(big, BIG, 1));
+        free(big);
+        return 0;
+    }
+    fill(big, BIG, 1);
+    fill(small, sizeof(small), 2);
+    sync_ranks(env);
+    CHECK(env->ops->send_nb(env->ctx, 1, 0, 1, big, BIG, &r[0]) == CHORUS_OK);
+    CHECK(PROGRESS_UNTIL(env, env->ctx->peers[1].rdataq.head != NULL) == 0);
+    sync_ranks(env);
+    CHECK(env->ops->send_nb(env->ctx, 1, 0, 2, small, sizeof(small), &r[1]) == CHORUS_OK);
+    progress_for(env, 0.1);
+    CHECK(!r[0].done);
+    sync_ranks(env);
+    CHECK(wait_reqs(env, r, 2, WAIT_S) == 0);
+    CHECK(r[0].status == CHORUS_OK && r[1].status == CHORUS_OK);
+    free(big);
+    return 0;
+}
+
+TL_TEST(payload_interleave, body_payload_interleave)
+
 /* ---- connection setup failures ----------------------------------------------- */
 
 /*

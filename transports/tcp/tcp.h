@@ -217,6 +217,7 @@ typedef struct {
     tl_tcp_tx_t tx;
     uint64_t tx_credit;         /* eager bytes the peer still takes */
     int granted;                /* the peer's first CREDIT came: messages may start */
+    int message_turn;           /* a new message goes before the next payload fragment */
     uint32_t next_id;
 
     /* receiving */

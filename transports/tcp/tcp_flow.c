@@ -395,21 +395,32 @@ static void tx_message_frame(tl_ctx_t *ctx, tl_tcp_peer_t *peer, tl_tcp_frame_t 
     tl_tcp_reqq_push(&peer->rtsq, req);
 }
 
+/*
+ * Credit and CTS frames first: they are small and let the peer go on. Then
+ * rendezvous payload, a fragment at a time, taking turns with new messages so
+ * that a control message never waits behind a whole large payload.
+ */
 int tl_tcp_tx_next(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
 {
     tl_tcp_frame_t f = {0};
 
+    int message = peer->granted && peer->sendq.head != NULL;
+
     memset(&peer->tx, 0, sizeof(peer->tx));
-    if (tl_tcp_credit_due(ctx, peer))
+    if (tl_tcp_credit_due(ctx, peer)) {
         tx_credit_frame(ctx, peer, &f);
-    else if (peer->ctsq.head != NULL)
+    } else if (peer->ctsq.head != NULL) {
         tx_cts_frame(ctx, peer, &f);
-    else if (peer->rdataq.head != NULL)
+    } else if (peer->rdataq.head != NULL && (!message || !peer->message_turn)) {
+        /* Payload fragments and new messages take turns: neither waits behind the other. */
         tx_rdata_frame(peer, &f);
-    else if (peer->granted && peer->sendq.head != NULL)
+        peer->message_turn = 1;
+    } else if (message) {
         tx_message_frame(ctx, peer, &f);
-    else
+        peer->message_turn = 0;
+    } else {
         return 0;
+    }
     tl_tcp_header_encode(&peer->tx.hdr, &f);
     peer->tx.busy = 1;
     return 1;
