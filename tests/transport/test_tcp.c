@@ -899,6 +899,8 @@ static int body_queued_before_connect(rank_env_t *env)
         progress_for(env, 0.2);
         CHECK(!sends[0].done);
         CHECK(wait_reqs(env, sends, QUEUED, WAIT_S) == 0);
+        /* They waited for the receiver's window: only those above the eager size are announced. */
+        CHECK(tcp_stats(env) == NULL || tcp_stats(env)->rndv_sent == 2);
         for (int i = 0; i < QUEUED; i++) {
             CHECK(sends[i].status == CHORUS_OK);
             free(sbuf[i]);
