@@ -327,6 +327,32 @@ TL_TEST(mesh_2, body_mesh)
 
 TL_TEST(mesh_4, body_mesh, o.size = 4)
 
+/*
+ * Buffers of unexpected messages are kept for reuse only up to the window's
+ * bytes: four messages of 4 MiB to this rank itself, received after they
+ * came, leave at most 1 MiB allocated.
+ */
+static int body_cache_bound(rank_env_t *env)
+{
+    const size_t len = 4u << 20;
+    unsigned char *buf = malloc(len);
+    tl_req_t r[2];
+
+    CHECK(buf != NULL);
+    fill(buf, len, 3);
+    for (int i = 0; i < 4; i++) {
+        CHECK(env->ops->send_nb(env->ctx, 0, 0, 1, buf, len, &r[0]) == CHORUS_OK);
+        CHECK(env->ops->recv_nb(env->ctx, 0, 0, 1, buf, len, &r[1]) == CHORUS_OK);
+        CHECK(wait_reqs(env, r, 2, WAIT_S) == 0 && r[1].status == CHORUS_OK);
+        CHECK(r[1].length == len && matches(buf, len, 3));
+    }
+    CHECK(tcp_stats(env) == NULL || tcp_stats(env)->ue_bytes <= (1u << 20));
+    free(buf);
+    return 0;
+}
+
+TL_TEST(cache_bound, body_cache_bound, o.size = 1, o.window = "1M")
+
 /* ---- ping-pong ------------------------------------------------------------- */
 
 static int body_ping_pong(rank_env_t *env)
