@@ -371,8 +371,18 @@ static int tcp_connections(tl_ctx_t *ctx)
 
 static void tcp_ctx_destroy(tl_ctx_t *ctx)
 {
+    const tl_tcp_stats_t *st;
+
     if (ctx == NULL)
         return;
+    st = &ctx->stats;
+    chorus_debug("rank %d: tcp: %llu messages sent eagerly (%llu bytes), %llu by rendezvous; "
+                 "%llu credit frames sent, %llu received; unexpected buffers peaked at %zu "
+                 "bytes; %llu connection collisions", ctx->rank,
+                 (unsigned long long)st->eager_sent, (unsigned long long)st->eager_bytes,
+                 (unsigned long long)st->rndv_sent, (unsigned long long)st->credit_sent,
+                 (unsigned long long)st->credit_recv, st->ue_peak,
+                 (unsigned long long)st->collisions);
     tcp_fail_all(ctx, CHORUS_ERR_ABORTED);
     tcp_ctx_free(ctx);
 }
