@@ -1,20 +1,12 @@
 /*
- * Fuzz target: the TCP transport's 24-byte message header (magic, space, tag,
- * length), decoded by
- * tl_tcp_header_check before any payload is read or any buffer is sized by it.
+ * Fuzz target: the TCP transport's 32-byte frame header (magic, type, space,
+ * id, tag, length), decoded by tl_tcp_header_check before any payload is
+ * read or any buffer is sized by it.
  */
 #include <endian.h>
 
 #include "transports/tcp/tcp.h"
 #include "fuzz.h"
-
-static uint32_t le32_at(const uint8_t *p)
-{
-    uint32_t v;
-
-    memcpy(&v, p, sizeof(v));
-    return le32toh(v);
-}
 
 static uint64_t le64_at(const uint8_t *p)
 {
@@ -24,10 +16,39 @@ static uint64_t le64_at(const uint8_t *p)
     return le64toh(v);
 }
 
+/* The rules of tcp.h, restated: what each frame type may carry. */
+static int frame_valid(const tl_tcp_frame_t *f)
+{
+    int ctrl = (f->tag & TL_TAG_CTRL) != 0;
+
+    if (f->length > TL_TCP_MAX_MSG)
+        return 0;
+    switch (f->type) {
+    case TL_TCP_FRAME_DATA:
+        return f->id == 0 && (!ctrl || f->length <= TL_CTRL_MAX);
+    case TL_TCP_FRAME_RTS:
+        return !ctrl && f->length > 0;
+    case TL_TCP_FRAME_CTS:
+        return f->space == 0 && f->tag == 0;
+    case TL_TCP_FRAME_RDATA:
+        return f->space == 0 && f->tag == 0 && f->length > 0 && f->length <= TL_TCP_FRAG_MAX;
+    case TL_TCP_FRAME_CREDIT:
+        return f->space == 0 && f->tag == 0 && f->id == 0;
+    default:
+        return 0;
+    }
+}
+
+static int frame_equal(const tl_tcp_frame_t *a, const tl_tcp_frame_t *b)
+{
+    return a->type == b->type && a->space == b->space && a->id == b->id && a->tag == b->tag &&
+           a->length == b->length;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    uint64_t tag = 0, length = 0, tag2, length2;
-    uint32_t space = 0, space2;
+    const tl_tcp_frame_t untouched = {TL_TCP_FRAME_CREDIT, 7, 7, 7, 7};
+    tl_tcp_frame_t f = untouched, f2, in;
     tl_tcp_hdr_t wire, enc;
     chorus_status_t status;
 
@@ -35,29 +56,30 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < sizeof(wire))
         return 0;
     memcpy(&wire, data, sizeof(wire));
-    status = tl_tcp_header_check(&wire, &space, &tag, &length);
+    status = tl_tcp_header_check(&wire, &f);
     if (status == CHORUS_OK) {
-        FUZZ_CHECK(length <= TL_TCP_MAX_MSG);
-        FUZZ_CHECK(!(tag & TL_TAG_CTRL) || length <= TL_CTRL_MAX);
-        FUZZ_CHECK(space == le32_at(data + 4) && tag == le64_at(data + 8) &&
-                   length == le64_at(data + 16));
+        FUZZ_CHECK(frame_valid(&f));
+        FUZZ_CHECK(f.type == data[4] && f.length == le64_at(data + 24) &&
+                   f.tag == le64_at(data + 16));
         /* A header the check admits is exactly what the encoder writes for its fields. */
-        tl_tcp_header_encode(&enc, space, tag, length);
+        tl_tcp_header_encode(&enc, &f);
         FUZZ_CHECK(memcmp(&enc, data, sizeof(enc)) == 0);
     } else {
         FUZZ_CHECK(status == CHORUS_ERR_PROTOCOL);
-        FUZZ_CHECK(space == 0 && tag == 0 && length == 0); /* outputs untouched on failure */
+        FUZZ_CHECK(frame_equal(&f, &untouched)); /* outputs untouched on failure */
     }
 
-    /* decode(encode(...)) for the fields of the input, the length maybe too big. */
-    space = le32_at(data + 4);
-    tag = le64_at(data + 8);
-    length = le64_at(data + 16) >> (data[0] % 64);
-    tl_tcp_header_encode(&enc, space, tag, length);
-    status = tl_tcp_header_check(&enc, &space2, &tag2, &length2);
-    FUZZ_CHECK((status == CHORUS_OK) ==
-               (length <= TL_TCP_MAX_MSG && (!(tag & TL_TAG_CTRL) || length <= TL_CTRL_MAX)));
+    /* decode(encode(...)) for fields taken from the input, the length maybe too big. */
+    memset(&in, 0, sizeof(in));
+    in.type = (tl_tcp_frame_type_t)(data[4] % 7);
+    memcpy(&in.space, data + 8, 4);
+    memcpy(&in.id, data + 12, 4);
+    in.tag = le64_at(data + 16);
+    in.length = le64_at(data + 24) >> (data[0] % 64);
+    tl_tcp_header_encode(&enc, &in);
+    status = tl_tcp_header_check(&enc, &f2);
+    FUZZ_CHECK((status == CHORUS_OK) == frame_valid(&in));
     if (status == CHORUS_OK)
-        FUZZ_CHECK(space2 == space && tag2 == tag && length2 == length);
+        FUZZ_CHECK(frame_equal(&f2, &in));
     return 0;
 }

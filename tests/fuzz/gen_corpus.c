@@ -91,30 +91,100 @@ static int boot_seeds(void)
     return rc;
 }
 
+static int header_seed(const char *name, tl_tcp_frame_type_t type, uint32_t space,
+                       uint32_t id, uint64_t tag, uint64_t length)
+{
+    tl_tcp_frame_t f = {type, space, id, tag, length};
+    tl_tcp_hdr_t hdr;
+
+    tl_tcp_header_encode(&hdr, &f);
+    return put("fuzz_tcp_header", name, &hdr, sizeof(hdr), NULL, 0);
+}
+
+/* A stream of frames for fuzz_tcp_stream, after its two selector bytes. */
+typedef struct {
+    uint8_t bytes[4096];
+    size_t len;
+} stream_t;
+
+static void stream_frame(stream_t *st, tl_tcp_frame_type_t type, uint32_t id, uint64_t tag,
+                         uint64_t length, size_t payload)
+{
+    tl_tcp_frame_t f = {type, 0, id, tag, length};
+
+    tl_tcp_header_encode((tl_tcp_hdr_t *)(st->bytes + st->len), &f);
+    st->len += sizeof(tl_tcp_hdr_t);
+    for (size_t i = 0; i < payload; i++)
+        st->bytes[st->len++] = (uint8_t)(i * 13);
+}
+
+static int stream_seeds(void)
+{
+    stream_t st;
+    int rc = 0;
+
+    /* Receives for tags 0-3 (tag 2 with room for 2048 bytes): eager, truncated, announced. */
+    memset(&st, 0, sizeof(st));
+    st.bytes[0] = 0x4f;
+    st.len = 2;
+    stream_frame(&st, TL_TCP_FRAME_CREDIT, 0, 0, 4096, 0);
+    stream_frame(&st, TL_TCP_FRAME_DATA, 0, 0, 50, 50);
+    stream_frame(&st, TL_TCP_FRAME_DATA, 0, 1, 200, 200);
+    stream_frame(&st, TL_TCP_FRAME_DATA, 0, TL_TAG_CTRL | 1, 16, 16);
+    stream_frame(&st, TL_TCP_FRAME_RTS, 5, 2, 1500, 0);
+    stream_frame(&st, TL_TCP_FRAME_RDATA, 5, 0, 1500, 1500);
+    stream_frame(&st, TL_TCP_FRAME_RTS, 6, 3, 1500, 0);
+    rc |= put("fuzz_tcp_stream", "matched", st.bytes, st.len, NULL, 0);
+    /* Rank 0 sends by rendezvous (id 1) and eagerly once granted. */
+    memset(&st, 0, sizeof(st));
+    st.bytes[1] = 3;
+    st.len = 2;
+    stream_frame(&st, TL_TCP_FRAME_CREDIT, 0, 0, 4096, 0);
+    stream_frame(&st, TL_TCP_FRAME_CTS, 1, 0, 3000, 0);
+    stream_frame(&st, TL_TCP_FRAME_CREDIT, 0, 0, 1024, 0);
+    rc |= put("fuzz_tcp_stream", "cleared", st.bytes, st.len, NULL, 0);
+    /* Nothing posted: a window (1 KiB) of unexpected data, then one byte beyond it. */
+    memset(&st, 0, sizeof(st));
+    st.len = 2;
+    for (int i = 0; i < 16; i++)
+        stream_frame(&st, TL_TCP_FRAME_DATA, 0, 3, 64, 64);
+    stream_frame(&st, TL_TCP_FRAME_RTS, 9, 3, 100000, 0);
+    stream_frame(&st, TL_TCP_FRAME_DATA, 0, 3, 1, 1);
+    rc |= put("fuzz_tcp_stream", "flood", st.bytes, st.len, NULL, 0);
+    return rc;
+}
+
 static int tcp_seeds(void)
 {
     uint8_t blob[TL_ADDR_MAX], mac[TL_TCP_MAC_BYTES], prefix[8];
-    tl_tcp_hdr_t hdr;
     tl_tcp_hello_t hello;
     int rc = 0;
 
-    tl_tcp_header_encode(&hdr, 0, UINT64_C(0x0000000700000003), 4096);
-    rc |= put("fuzz_tcp_header", "data", &hdr, sizeof(hdr), NULL, 0);
-    tl_tcp_header_encode(&hdr, 0, 0, TL_TCP_MAX_MSG);
-    rc |= put("fuzz_tcp_header", "max-length", &hdr, sizeof(hdr), NULL, 0);
+    rc |= header_seed("data", TL_TCP_FRAME_DATA, 7, 0, 3, 4096);
+    rc |= header_seed("max-length", TL_TCP_FRAME_DATA, 0, 0, 1, TL_TCP_MAX_MSG);
+    rc |= header_seed("control", TL_TCP_FRAME_DATA, 0, 0, TL_TAG_CTRL | 2, TL_CTRL_MAX);
+    rc |= header_seed("rts", TL_TCP_FRAME_RTS, 7, 42, 3, 1 << 20);
+    rc |= header_seed("cts", TL_TCP_FRAME_CTS, 0, 42, 0, 1 << 20);
+    rc |= header_seed("cts-dropped", TL_TCP_FRAME_CTS, 0, 42, 0, 0);
+    rc |= header_seed("rdata", TL_TCP_FRAME_RDATA, 0, 42, 0, TL_TCP_FRAG_MAX);
+    rc |= header_seed("credit", TL_TCP_FRAME_CREDIT, 0, 0, 0, 4 << 20);
     /* Acceptor rank 0 of 4 (size - 1 = 3, little-endian), hello from rank 2. */
     memset(prefix, 0, sizeof(prefix));
     prefix[0] = 3;
     memset(mac, 0xa5, sizeof(mac));
     tl_tcp_hello_encode(&hello, 2, 0, mac);
     rc |= put("fuzz_tcp_hello", "from-2-to-0", prefix, sizeof(prefix), &hello, sizeof(hello));
+    /* Acceptor rank 2 of 4: a lower rank connects as well. */
+    prefix[4] = 2;
+    tl_tcp_hello_encode(&hello, 0, 2, mac);
+    rc |= put("fuzz_tcp_hello", "from-0-to-2", prefix, sizeof(prefix), &hello, sizeof(hello));
     tcp_blob(blob, "127.0.0.1", "41000");
     rc |= put("fuzz_tcp_addr", "ipv4", blob, sizeof(blob), NULL, 0);
     tcp_blob(blob, "::1", "65535");
     rc |= put("fuzz_tcp_addr", "ipv6", blob, sizeof(blob), NULL, 0);
     tcp_blob(blob, "fe80::1%1", "1");
     rc |= put("fuzz_tcp_addr", "ipv6-scope", blob, sizeof(blob), NULL, 0);
-    return rc;
+    return rc | stream_seeds();
 }
 
 /*

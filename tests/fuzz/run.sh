@@ -25,7 +25,7 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 CLANG=${CLANG:-clang}
-TARGETS_ALL="fuzz_boot_header fuzz_boot_messages fuzz_tcp_header fuzz_tcp_hello fuzz_tcp_addr fuzz_shm_peer"
+TARGETS_ALL="fuzz_boot_header fuzz_boot_messages fuzz_tcp_header fuzz_tcp_hello fuzz_tcp_addr fuzz_tcp_stream fuzz_shm_peer"
 
 runs=10000000
 max_time=0
@@ -82,12 +82,14 @@ srcs_of() {
     esac
 }
 
-# Longest input worth trying: a JOIN carries up to 4136 bytes; the rest are small.
+# Longest input worth trying: a JOIN carries up to 4136 bytes, a TCP stream a window's
+# worth of frames; the rest are small.
 max_len_of() {
     case $1 in
     fuzz_boot_messages) echo 4400 ;;
     fuzz_tcp_addr) echo 512 ;;
     fuzz_tcp_hello) echo 128 ;;
+    fuzz_tcp_stream) echo 4096 ;;
     fuzz_shm_peer) echo 400 ;;
     *) echo 64 ;;
     esac

@@ -1,9 +1,71 @@
 /*
- * TCP transport: private structures shared by its files.
+ * TCP transport: private structures shared by its files, and the wire
+ * protocol they speak.
  *
- * One context holds one connection per peer (a full mesh). Every message on
- * a connection is a fixed header followed by its payload. Sends wait in a
- * per-peer queue; receives are matched by (peer, tag) in arrival order.
+ * Connections. set_peers only records where every peer listens; the listen
+ * socket stays open for the life of the context. The first send to a peer
+ * opens the connection (a receive never does: the control channel and the
+ * algorithms post receives from peers that may never send). Sends posted
+ * meanwhile wait in the peer's queue and go out in order once it is up. Each
+ * connection proves the job key both ways, driven by progress() from the
+ * same epoll set as the data:
+ *
+ *   acceptor  -> connector: nonce (32 random bytes, fresh per connection)
+ *   connector -> acceptor : hello {magic, version, from, to,
+ *                                  HMAC(key, nonce || from || to)}
+ *   acceptor  -> connector: reply, 32 bytes, one of
+ *                           ack   = HMAC(key, "ack" || nonce || from || to)
+ *                           yield = HMAC(key, "yld" || nonce || from || to)
+ *                           reject (TL_TCP_REJECT, unauthenticated: the hello
+ *                                   did not pass; the acceptor closes)
+ *
+ * Collisions: two ranks may connect to each other at once. The connection
+ * opened by the higher rank survives. The lower rank, when a genuine hello of
+ * the higher one arrives while its own attempt runs, closes its attempt and
+ * acks; the higher rank answers the lower one's hello with yield, and the
+ * lower rank then waits for the higher one's connection. Either way exactly
+ * one connection per pair remains and the sends queued on both sides leave on
+ * it, in order.
+ *
+ * Failures. After set_peers every peer is known to listen (addresses are
+ * published only once listening), so a refused or reset connect, or a close
+ * during the handshake, fails the peer at once (CHORUS_ERR_PEER_FAILED); a
+ * wrong ack or a reject fails it with CHORUS_ERR_AUTH; a connection not up
+ * within the context's timeout fails it with CHORUS_ERR_TIMEOUT. A timerfd in
+ * the epoll set wakes progress for these deadlines. Incoming connections wait
+ * for their hello in a bounded set of slots; a connection that fails a check
+ * is dropped (the first with a warning, later ones at debug level).
+ *
+ * Frames. Every frame starts with a 32-byte header (tl_tcp_hdr_t,
+ * little-endian):
+ *
+ *   DATA   space, tag, length + payload   an eager message
+ *   RTS    space, tag, length, id         a message waiting for its receive
+ *   CTS    id, length                     send the payload of RTS id
+ *                                         (length 0: it was dropped as truncated)
+ *   RDATA  id, length + payload           a fragment of RTS id's payload
+ *   CREDIT length                         window bytes returned to the sender
+ *
+ * Flow control. Each side grants its peer a window of bytes
+ * (CHORUS_TCP_WINDOW) in a CREDIT frame right after the connection comes up.
+ * A message of at most CHORUS_TCP_EAGER_SIZE bytes goes as DATA while the
+ * sender holds that much credit, and costs it that much; the receiver, as it
+ * consumes eager data (at once when a receive is posted, else when a later
+ * receive copies it out of its unexpected buffer), owes the bytes back and
+ * returns them in batched CREDIT frames. Every other message goes by
+ * rendezvous: RTS, then CTS once a matching receive is posted, then RDATA
+ * fragments written straight into the posted buffer. A message that does
+ * not fit the remaining credit takes the rendezvous path rather than waiting,
+ * so no order of posts can deadlock, and a receiver never buffers more than
+ * its window of a peer's data. Control messages (TL_TAG_CTRL) are DATA
+ * frames that need no credit: they are small and delivered as they arrive.
+ *
+ * Matching. DATA and RTS frames are matched against posted receives by
+ * (space, tag) in arrival order; those that arrive first wait, in that order,
+ * in the peer's unexpected list. A message longer than its receive fails it
+ * with CHORUS_ERR_TRUNCATED: DATA payloads are drained, RTS are answered with
+ * a CTS of length 0. The decision eager or rendezvous is made when a message
+ * reaches the wire, so it needs no agreement between the ranks' settings.
  */
 #ifndef CHORUS_TL_TCP_H
 #define CHORUS_TL_TCP_H
@@ -17,18 +79,40 @@
 /* Wire format, little-endian on the wire whatever the host's byte order. */
 #define TL_TCP_MAGIC         0x53524843u /* "CHRS" */
 #define TL_TCP_HELLO_MAGIC   0x4f4c4548u /* "HELO" */
-#define TL_TCP_VERSION       2u
+#define TL_TCP_VERSION       3u
 #define TL_TCP_MAX_MSG       (UINT64_C(1) << 40)
 #define TL_TCP_NONCE_BYTES   32
 #define TL_TCP_MAC_BYTES     32
+/* The reply to a hello that did not pass, padded with zeros to TL_TCP_MAC_BYTES. */
+#define TL_TCP_REJECT        "chorus tcp: hello rejected"
 
-/* Message header as it travels (24 bytes, no padding). */
+typedef enum {
+    TL_TCP_FRAME_DATA = 1,
+    TL_TCP_FRAME_RTS,
+    TL_TCP_FRAME_CTS,
+    TL_TCP_FRAME_RDATA,
+    TL_TCP_FRAME_CREDIT
+} tl_tcp_frame_type_t;
+
+/* Frame header as it travels (32 bytes, no padding). */
 typedef struct {
     uint32_t magic;
-    uint32_t space;             /* the communicator's space (tl_ops_t) */
+    uint8_t type;               /* tl_tcp_frame_type_t */
+    uint8_t zero[3];
+    uint32_t space;             /* DATA, RTS: the communicator's space (tl_ops_t) */
+    uint32_t id;                /* RTS, CTS, RDATA: the sender's handle of the message */
+    uint64_t tag;               /* DATA, RTS */
+    uint64_t length;            /* bytes: of the message, fragment or credit */
+} tl_tcp_hdr_t;
+
+/* A header decoded; fields a type does not use are zero. */
+typedef struct {
+    tl_tcp_frame_type_t type;
+    uint32_t space;
+    uint32_t id;
     uint64_t tag;
     uint64_t length;
-} tl_tcp_hdr_t;
+} tl_tcp_frame_t;
 
 /* Connection hello, sent by the connecting side after it reads the nonce. */
 typedef struct {
@@ -39,20 +123,33 @@ typedef struct {
     uint8_t mac[TL_TCP_MAC_BYTES]; /* HMAC(key, nonce || from || to) */
 } tl_tcp_hello_t;
 
-/* A message that arrived before its receive was posted. */
+/*
+ * A message that arrived before its receive was posted (eager data, or an
+ * RTS), or a rendezvous receive whose payload is on its way.
+ */
 typedef struct tl_tcp_ue {
     struct tl_tcp_ue *next;
-    size_t capacity;            /* bytes of data allocated (>= length) */
+    size_t capacity;            /* bytes of data allocated (>= length for eager data) */
     uint32_t space;
     uint64_t tag;
     uint64_t length;
-    int complete;               /* all payload bytes are in data */
+    uint32_t id;                /* rts: the sender's handle */
+    unsigned rts : 1;           /* announced only: the payload stays with the sender */
+    unsigned complete : 1;      /* eager: all payload bytes are in data */
+    unsigned credit : 1;        /* eager: its length returns to the sender's window on release */
+    tl_req_t *req;              /* rendezvous receive the payload goes into; NULL: dropped */
     unsigned char data[];
 } tl_tcp_ue_t;
 
+/* FIFO of unexpected messages or rendezvous records, linked through next. */
+typedef struct {
+    tl_tcp_ue_t *head;
+    tl_tcp_ue_t *tail;
+} tl_tcp_ueq_t;
+
 typedef enum {
     TL_TCP_RX_HEADER = 0,       /* reading a header into rx_hdr */
-    TL_TCP_RX_PAYLOAD,          /* reading payload into rx_req's buffer or rx_ue */
+    TL_TCP_RX_PAYLOAD,          /* reading payload to rx_dst */
     TL_TCP_RX_DISCARD           /* draining the payload of a truncated message */
 } tl_tcp_rx_state_t;
 
@@ -62,29 +159,110 @@ typedef struct {
     tl_req_t *tail;
 } tl_tcp_reqq_t;
 
+/* One side of a connection's authentication. */
+typedef enum {
+    TL_TCP_HS_NONE = 0,         /* no socket */
+    TL_TCP_HS_CONNECTING,       /* connector: connect() in progress */
+    TL_TCP_HS_NONCE,            /* connector reads it, acceptor writes it */
+    TL_TCP_HS_HELLO,            /* connector writes it, acceptor reads it */
+    TL_TCP_HS_REPLY             /* acceptor writes it, connector reads it */
+} tl_tcp_hs_state_t;
+
+typedef struct {
+    int fd;
+    tl_tcp_hs_state_t state;
+    int rank;                   /* connector: the target; acceptor: the proven rank, or -1 */
+    int accept;                 /* acceptor: the reply is an ack (else yield or reject) */
+    double deadline;            /* acceptor: the hello must come by then */
+    size_t done;                /* bytes of the current step moved so far */
+    uint8_t nonce[TL_TCP_NONCE_BYTES];
+    tl_tcp_hello_t hello;
+    uint8_t reply[TL_TCP_MAC_BYTES];
+} tl_tcp_hs_t;
+
+typedef enum {
+    TL_TCP_PEER_IDLE = 0,       /* no connection, none on its way */
+    TL_TCP_PEER_CONNECTING,     /* our own connection authenticates (peer->hs) */
+    TL_TCP_PEER_WAITING,        /* the peer's connection is on its way (yield, or accepting) */
+    TL_TCP_PEER_UP,             /* fd is the data connection */
+    TL_TCP_PEER_CLOSED          /* for good; failed says why */
+} tl_tcp_peer_state_t;
+
+/* The frame being written. */
+typedef struct {
+    tl_tcp_hdr_t hdr;
+    size_t off;                 /* bytes of header and payload written */
+    const unsigned char *payload;
+    size_t len;                 /* payload bytes of this frame */
+    tl_req_t *req;              /* DATA: the send it completes; RDATA: the send it is part of */
+    int busy;
+} tl_tcp_tx_t;
+
 typedef struct {
     int rank;
-    int fd;                     /* -1 when not connected or closed */
+    tl_tcp_peer_state_t state;
+    int fd;                     /* the data connection, or -1 */
     chorus_status_t failed;     /* status of every later post once the peer is lost */
-    uint32_t events;            /* current epoll interest */
+    uint32_t events;            /* current epoll interest of fd */
+    struct sockaddr_storage sa; /* where the peer listens (set_peers) */
+    socklen_t salen;
+    tl_tcp_hs_t hs;             /* our own connection while it authenticates */
+    int accepting;              /* 1 + slot of its connection being acked, or 0 */
+    double deadline;            /* CONNECTING, WAITING: the connection must be up by then */
 
-    tl_tcp_reqq_t sendq;        /* head is being written */
-    tl_tcp_hdr_t tx_hdr;        /* encoded header of sendq.head */
+    /* sending */
+    tl_tcp_reqq_t sendq;        /* posted, not started */
+    tl_tcp_reqq_t rtsq;         /* RTS written, waiting for CTS */
+    tl_tcp_reqq_t rdataq;       /* cleared to send: payload going out, head first */
+    tl_tcp_tx_t tx;
+    uint64_t tx_credit;         /* eager bytes the peer still takes */
+    int granted;                /* the peer's first CREDIT came: messages may start */
+    int message_turn;           /* a new message goes before the next payload fragment */
+    uint32_t next_id;
 
+    /* receiving */
     tl_tcp_reqq_t postq;        /* posted receives not yet matched */
-    tl_tcp_ue_t *ue_head;       /* unexpected messages, in arrival order */
-    tl_tcp_ue_t *ue_tail;
+    tl_tcp_ueq_t ueq;           /* unexpected eager messages and RTS, in arrival order */
+    tl_tcp_ueq_t ctsq;          /* matched rendezvous: CTS to write */
+    tl_tcp_ueq_t rdvq;          /* CTS written: payload expected, head first */
+    uint64_t rx_credit;         /* eager bytes the peer may still send (>= its tx_credit) */
+    uint64_t credit_owed;       /* consumed eager bytes not yet returned */
+    int grant_sent;             /* our first CREDIT, due even when it grants nothing */
 
     tl_tcp_rx_state_t rx_state;
     tl_tcp_hdr_t rx_hdr;
     size_t rx_hdr_got;
-    uint64_t rx_len;            /* payload length of the message being read */
+    tl_tcp_frame_t rx_frame;    /* the frame whose payload is being read */
     uint64_t rx_got;
-    tl_req_t *rx_req;           /* matched receive the payload lands in, or NULL */
-    int rx_ctrl;                /* rx_ue is a control message: delivered, never matched */
+    unsigned char *rx_dst;      /* where the payload goes (PAYLOAD) */
+    tl_req_t *rx_req;           /* receive that completes with the payload, or NULL */
     tl_tcp_ue_t *rx_ue;         /* unexpected buffer the payload lands in, or NULL */
+    int rx_ctrl;                /* rx_ue is a control message: delivered, never matched */
 } tl_tcp_peer_t;
 
+/* The transport's variables (tcp_ctx.c). */
+typedef struct {
+    size_t eager_bytes;
+    size_t window_bytes;
+} tl_tcp_config_t;
+
+extern const chorus__config_table_t tl_tcp_config_table;
+
+/* What tests and chorus-info read; counted since the context was created. */
+typedef struct {
+    uint64_t eager_sent;        /* DATA frames of data messages */
+    uint64_t eager_bytes;
+    uint64_t rndv_sent;         /* messages sent by rendezvous */
+    uint64_t credit_sent;       /* CREDIT frames written */
+    uint64_t credit_recv;
+    uint64_t collisions;        /* both connected at once: attempts yielded or given up here */
+    size_t ue_bytes;            /* bytes allocated for unexpected messages, cache included */
+    size_t ue_peak;             /* the most ue_bytes ever was */
+} tl_tcp_stats_t;
+
+/* Largest RDATA fragment: control frames may pass between fragments. */
+#define TL_TCP_FRAG_MAX (1u << 20)
+/* Most unexpected-message buffers kept for reuse (their bytes are bounded by the window). */
 #define TL_TCP_UE_CACHE 16
 
 struct tl_ctx {
@@ -92,8 +270,11 @@ struct tl_ctx {
     int size;
     int listen_fd;
     int epfd;
-    int connected;              /* connect_all succeeded */
+    int timer_fd;               /* wakes progress at the next handshake deadline */
+    double timer_at;            /* when it is armed to fire; 0: disarmed */
+    int peers_set;              /* set_peers succeeded */
     double timeout_s;
+    tl_tcp_config_t cfg;
     uint8_t *auth_key;
     size_t auth_key_len;
     chorus_status_t fatal;      /* set by fail_all: every later post fails with it */
@@ -101,6 +282,9 @@ struct tl_ctx {
     void *ctrl_arg;
     int deferred;               /* completions made outside progress, reported by it */
     tl_tcp_peer_t *peers;       /* size entries; peers[rank] is this rank (loopback) */
+    tl_tcp_hs_t *in;            /* incoming connections not yet authenticated */
+    int in_max;
+    int dropped;                /* incoming connections dropped: the first one is a warning */
     unsigned char *scratch;     /* sink for the payload of truncated messages */
     size_t scratch_len;
     /*
@@ -110,32 +294,101 @@ struct tl_ctx {
      */
     tl_tcp_ue_t *ue_cache[TL_TCP_UE_CACHE];
     int ue_cached;
+    size_t ue_cached_bytes;
+    tl_tcp_stats_t stats;
 };
 
 extern const tl_ops_t tl_tcp_ops;
 
-/* Decode a received header and check it: CHORUS_ERR_PROTOCOL if malformed. */
-chorus_status_t tl_tcp_header_check(const tl_tcp_hdr_t *wire, uint32_t *space_p,
-                                    uint64_t *tag_p, uint64_t *length_p);
-void tl_tcp_header_encode(tl_tcp_hdr_t *wire, uint32_t space, uint64_t tag, uint64_t length);
+/* Epoll tags: kind in the high 32 bits, a peer rank or slot in the low ones. */
+#define TL_TCP_EV_LISTEN 0u
+#define TL_TCP_EV_TIMER  1u
+#define TL_TCP_EV_OUT    2u     /* peer's own connection while it authenticates */
+#define TL_TCP_EV_IN     3u     /* slot of ctx->in */
+#define TL_TCP_EV_DATA   4u     /* peer's data connection */
+#define TL_TCP_EV(kind, index) (((uint64_t)(kind) << 32) | (uint32_t)(index))
 
-/* tcp_conn.c: data path */
+/*
+ * tcp_conn.c: wire codec of frame headers, pure so that tests/fuzz/ runs
+ * exactly this code. check: CHORUS_ERR_PROTOCOL unless the header is one the
+ * encoder writes for a valid frame; *frame_p is written only on success.
+ */
+void tl_tcp_header_encode(tl_tcp_hdr_t *wire, const tl_tcp_frame_t *frame);
+chorus_status_t tl_tcp_header_check(const tl_tcp_hdr_t *wire, tl_tcp_frame_t *frame_p);
+
+/* tcp_conn.c: the data path */
 void tl_tcp_peer_init(tl_tcp_peer_t *peer, int rank);
-chorus_status_t tl_tcp_peer_attach(tl_ctx_t *ctx, tl_tcp_peer_t *peer, int fd);
+/* fd is authenticated: it becomes the peer's connection; returns completions. */
+int tl_tcp_peer_attach(tl_ctx_t *ctx, tl_tcp_peer_t *peer, int fd);
+/* Close whatever the peer has open and fail everything pending on it; returns completions. */
 int tl_tcp_peer_fail(tl_ctx_t *ctx, tl_tcp_peer_t *peer, chorus_status_t status);
-void tl_tcp_peer_free_unexpected(tl_ctx_t *ctx, tl_tcp_peer_t *peer);
-/* Free the cached unexpected-message buffers (context teardown). */
-void tl_tcp_ue_cache_clear(tl_ctx_t *ctx);
 int tl_tcp_peer_read(tl_ctx_t *ctx, tl_tcp_peer_t *peer);
 int tl_tcp_peer_write(tl_ctx_t *ctx, tl_tcp_peer_t *peer);
+/* Keep EPOLLOUT armed exactly while the peer has something to write; returns completions. */
+int tl_tcp_peer_update_events(tl_ctx_t *ctx, tl_tcp_peer_t *peer);
 void tl_tcp_req_complete(tl_req_t *req, chorus_status_t status, size_t length);
+void tl_tcp_reqq_push(tl_tcp_reqq_t *q, tl_req_t *req);
+tl_req_t *tl_tcp_reqq_pop(tl_tcp_reqq_t *q);
+/* Unlink the oldest request with this space and tag (same-tag messages match in order). */
+tl_req_t *tl_tcp_reqq_take(tl_tcp_reqq_t *q, uint32_t space, uint64_t tag);
+/* Unlink the request with this rendezvous id, or NULL. */
+tl_req_t *tl_tcp_reqq_take_id(tl_tcp_reqq_t *q, uint64_t id);
+int tl_tcp_reqq_fail(tl_tcp_reqq_t *q, chorus_status_t status);
+void tl_tcp_log_truncated(const tl_ctx_t *ctx, int peer, uint64_t tag, uint64_t length,
+                          size_t capacity);
 chorus_status_t tl_tcp_send_nb(tl_ctx_t *ctx, int peer, uint32_t space, uint64_t tag,
                                const void *buf, size_t len, tl_req_t *req);
 chorus_status_t tl_tcp_recv_nb(tl_ctx_t *ctx, int peer, uint32_t space, uint64_t tag,
                                void *buf, size_t capacity, tl_req_t *req);
 
-/* tcp_connect.c: authenticated full-mesh setup */
-chorus_status_t tl_tcp_connect_all(tl_ctx_t *ctx, const void *addrs);
+/* tcp_flow.c: unexpected messages, credits and rendezvous */
+tl_tcp_ue_t *tl_tcp_ue_alloc(tl_ctx_t *ctx, uint32_t space, uint64_t tag, uint64_t length);
+tl_tcp_ue_t *tl_tcp_rts_alloc(tl_ctx_t *ctx, const tl_tcp_frame_t *frame);
+/* Keep the buffer for reuse or free it; its credit goes back to peer (may be NULL). */
+void tl_tcp_ue_release(tl_ctx_t *ctx, tl_tcp_peer_t *peer, tl_tcp_ue_t *ue);
+void tl_tcp_ue_cache_clear(tl_ctx_t *ctx);
+void tl_tcp_ueq_push(tl_tcp_ueq_t *q, tl_tcp_ue_t *ue);
+tl_tcp_ue_t *tl_tcp_ueq_pop(tl_tcp_ueq_t *q);
+/* Unlink the oldest entry of q with this space and tag, or NULL. */
+tl_tcp_ue_t *tl_tcp_ueq_take(tl_tcp_ueq_t *q, uint32_t space, uint64_t tag);
+/*
+ * What a lost connection leaves half done: the message arriving in part, and
+ * the rendezvous receives (they fail with status). Returns completions.
+ */
+int tl_tcp_peer_drop_rx(tl_ctx_t *ctx, tl_tcp_peer_t *peer, chorus_status_t status);
+/* Free every unexpected message of the peer (the context failed or ends). */
+void tl_tcp_peer_free_unexpected(tl_ctx_t *ctx, tl_tcp_peer_t *peer);
+void tl_tcp_credit_return(tl_tcp_peer_t *peer, uint64_t bytes);
+int tl_tcp_credit_due(const tl_ctx_t *ctx, const tl_tcp_peer_t *peer);
+/* An RTS arrived: match it or keep it; returns completions. */
+int tl_tcp_rx_rts(tl_ctx_t *ctx, tl_tcp_peer_t *peer, const tl_tcp_frame_t *frame);
+/* A CTS or CREDIT arrived: CHORUS_ERR_PROTOCOL when the peer broke the protocol. */
+chorus_status_t tl_tcp_rx_cts(tl_ctx_t *ctx, tl_tcp_peer_t *peer, const tl_tcp_frame_t *frame,
+                              int *completed_p);
+chorus_status_t tl_tcp_rx_credit(tl_ctx_t *ctx, tl_tcp_peer_t *peer,
+                                 const tl_tcp_frame_t *frame);
+/* An RDATA header arrived: where its payload goes, or CHORUS_ERR_PROTOCOL. */
+chorus_status_t tl_tcp_rx_rdata(tl_ctx_t *ctx, tl_tcp_peer_t *peer,
+                                const tl_tcp_frame_t *frame);
+/* A receive matched an announced message: its CTS is queued; returns completions. */
+int tl_tcp_recv_rts(tl_ctx_t *ctx, tl_tcp_peer_t *peer, tl_tcp_ue_t *rts, tl_req_t *req);
+/* Pick the next frame to write into peer->tx; 0 when there is none. */
+int tl_tcp_tx_next(tl_ctx_t *ctx, tl_tcp_peer_t *peer);
+/* The frame in peer->tx is written whole; returns completions. */
+int tl_tcp_tx_done(tl_ctx_t *ctx, tl_tcp_peer_t *peer);
+
+/* tcp_connect.c: connections on first use */
+chorus_status_t tl_tcp_set_peers(tl_ctx_t *ctx, const void *addrs);
+/* Start connecting to peer (a send is queued); returns completions (it may fail the peer). */
+int tl_tcp_connect(tl_ctx_t *ctx, tl_tcp_peer_t *peer);
+int tl_tcp_hs_out_event(tl_ctx_t *ctx, tl_tcp_peer_t *peer);
+int tl_tcp_hs_in_event(tl_ctx_t *ctx, int slot);
+int tl_tcp_hs_accept(tl_ctx_t *ctx);
+/* The timer fired: fail what passed its deadline, re-arm for the next. */
+int tl_tcp_hs_timer(tl_ctx_t *ctx);
+/* Close every incoming connection that is not authenticated yet. */
+void tl_tcp_hs_close_all(tl_ctx_t *ctx);
+void tl_tcp_hs_close(tl_tcp_hs_t *hs);
 
 /* tcp_ctx.c: TCP_NODELAY and large buffers, best effort */
 void tl_tcp_sock_tune(int fd);
@@ -157,7 +410,8 @@ void tl_tcp_hello_encode(tl_tcp_hello_t *wire, uint32_t from, uint32_t to,
 /*
  * The len bytes of a hello received by `rank` of `size`: CHORUS_ERR_PROTOCOL,
  * with the reason in why (why_len bytes), unless it is a hello of this version
- * from a higher rank to this one. The MAC is returned unchecked (it needs the key).
+ * from another rank of the context to this one. The MAC is returned unchecked
+ * (it needs the key).
  */
 chorus_status_t tl_tcp_hello_decode(const void *buf, size_t len, int rank, int size,
                                     uint32_t *from_p, uint8_t mac_p[TL_TCP_MAC_BYTES],

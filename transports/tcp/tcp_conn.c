@@ -1,11 +1,14 @@
 /*
- * TCP transport data path: framing, per-peer send queues and receive
- * matching by (peer, tag).
+ * TCP transport data path: frame headers, the writer and reader of a
+ * connection, and the posts.
  *
- * Every connection carries a stream of [header][payload] frames. A peer's
- * receive side is a small state machine: read a header, then read its payload
- * either straight into the matching posted receive (no copy) or into a freshly
- * allocated unexpected-message buffer, or drain it when it does not fit.
+ * A connection carries a stream of frames (tcp.h). The writer sends one frame
+ * at a time, picked by tl_tcp_tx_next (tcp_flow.c): credit returns and CTS
+ * first, then rendezvous payload, then new messages in the order they were
+ * posted. The reader is a small state machine: read a header, then read its
+ * payload straight into the matching posted receive (no copy), into an
+ * unexpected-message buffer paid for by the sender's credit, or into the
+ * scratch sink when it does not fit.
  */
 #include "transports/tcp/tcp.h"
 
@@ -19,34 +22,64 @@
 #include <unistd.h>
 
 #include "util/log.h"
-#include "util/pages.h"
 
 /* Reads per peer and progress call, so that one busy peer cannot starve the others. */
 #define TL_TCP_READ_ROUNDS 32
 
-void tl_tcp_header_encode(tl_tcp_hdr_t *wire, uint32_t space, uint64_t tag, uint64_t length)
+/* ---- Frame headers: no sockets, no logging (tests/fuzz/ calls them directly) ---- */
+
+void tl_tcp_header_encode(tl_tcp_hdr_t *wire, const tl_tcp_frame_t *frame)
 {
+    memset(wire, 0, sizeof(*wire));
     wire->magic = htole32(TL_TCP_MAGIC);
-    wire->space = htole32(space);
-    wire->tag = htole64(tag);
-    wire->length = htole64(length);
+    wire->type = (uint8_t)frame->type;
+    wire->space = htole32(frame->space);
+    wire->id = htole32(frame->id);
+    wire->tag = htole64(frame->tag);
+    wire->length = htole64(frame->length);
 }
 
-chorus_status_t tl_tcp_header_check(const tl_tcp_hdr_t *wire, uint32_t *space_p,
-                                    uint64_t *tag_p, uint64_t *length_p)
+/* Which fields a frame type carries; the others must be zero. */
+static int frame_fields_ok(const tl_tcp_frame_t *f)
 {
-    uint64_t length = le64toh(wire->length);
-    uint64_t tag = le64toh(wire->tag);
+    int ctrl = (f->tag & TL_TAG_CTRL) != 0;
+
+    switch (f->type) {
+    case TL_TCP_FRAME_DATA:
+        return f->id == 0 && (!ctrl || f->length <= TL_CTRL_MAX);
+    case TL_TCP_FRAME_RTS:
+        /* Control messages always go eagerly; an empty message never needs a rendezvous. */
+        return !ctrl && f->length > 0;
+    case TL_TCP_FRAME_CTS:
+        return f->space == 0 && f->tag == 0;
+    case TL_TCP_FRAME_RDATA:
+        return f->space == 0 && f->tag == 0 && f->length > 0 && f->length <= TL_TCP_FRAG_MAX;
+    case TL_TCP_FRAME_CREDIT:
+        return f->space == 0 && f->tag == 0 && f->id == 0;
+    default:
+        return 0;
+    }
+}
+
+chorus_status_t tl_tcp_header_check(const tl_tcp_hdr_t *wire, tl_tcp_frame_t *frame_p)
+{
+    tl_tcp_frame_t f = {
+        .type = (tl_tcp_frame_type_t)wire->type,
+        .space = le32toh(wire->space),
+        .id = le32toh(wire->id),
+        .tag = le64toh(wire->tag),
+        .length = le64toh(wire->length),
+    };
 
     /* The length bound comes before any allocation sized by it. */
-    if (le32toh(wire->magic) != TL_TCP_MAGIC || length > TL_TCP_MAX_MSG ||
-        ((tag & TL_TAG_CTRL) && length > TL_CTRL_MAX))
+    if (le32toh(wire->magic) != TL_TCP_MAGIC || wire->zero[0] != 0 || wire->zero[1] != 0 ||
+        wire->zero[2] != 0 || f.length > TL_TCP_MAX_MSG || !frame_fields_ok(&f))
         return CHORUS_ERR_PROTOCOL;
-    *space_p = le32toh(wire->space);
-    *tag_p = tag;
-    *length_p = length;
+    *frame_p = f;
     return CHORUS_OK;
 }
+
+/* ---- Requests and their queues ---------------------------------------------- */
 
 void tl_tcp_req_complete(tl_req_t *req, chorus_status_t status, size_t length)
 {
@@ -57,7 +90,7 @@ void tl_tcp_req_complete(tl_req_t *req, chorus_status_t status, size_t length)
     __atomic_store_n(&req->done, 1, __ATOMIC_RELEASE);
 }
 
-static void reqq_push(tl_tcp_reqq_t *q, tl_req_t *req)
+void tl_tcp_reqq_push(tl_tcp_reqq_t *q, tl_req_t *req)
 {
     req->next = NULL;
     if (q->tail != NULL)
@@ -67,7 +100,7 @@ static void reqq_push(tl_tcp_reqq_t *q, tl_req_t *req)
     q->tail = req;
 }
 
-static tl_req_t *reqq_pop(tl_tcp_reqq_t *q)
+tl_req_t *tl_tcp_reqq_pop(tl_tcp_reqq_t *q)
 {
     tl_req_t *req = q->head;
 
@@ -80,151 +113,111 @@ static tl_req_t *reqq_pop(tl_tcp_reqq_t *q)
     return req;
 }
 
-/* Unlink the oldest request with this space and tag: same-tag messages match in order. */
-static tl_req_t *reqq_take_tag(tl_tcp_reqq_t *q, uint32_t space, uint64_t tag)
+static tl_req_t *reqq_unlink(tl_tcp_reqq_t *q, tl_req_t *prev, tl_req_t *req)
+{
+    if (prev != NULL)
+        prev->next = req->next;
+    else
+        q->head = req->next;
+    if (q->tail == req)
+        q->tail = prev;
+    req->next = NULL;
+    return req;
+}
+
+tl_req_t *tl_tcp_reqq_take(tl_tcp_reqq_t *q, uint32_t space, uint64_t tag)
 {
     tl_req_t *prev = NULL;
 
     for (tl_req_t *req = q->head; req != NULL; prev = req, req = req->next) {
-        if (req->tag != tag || req->space != space)
-            continue;
-        if (prev != NULL)
-            prev->next = req->next;
-        else
-            q->head = req->next;
-        if (q->tail == req)
-            q->tail = prev;
-        req->next = NULL;
-        return req;
+        if (req->tag == tag && req->space == space)
+            return reqq_unlink(q, prev, req);
     }
     return NULL;
 }
 
-static int reqq_fail(tl_tcp_reqq_t *q, chorus_status_t status)
+tl_req_t *tl_tcp_reqq_take_id(tl_tcp_reqq_t *q, uint64_t id)
+{
+    tl_req_t *prev = NULL;
+
+    for (tl_req_t *req = q->head; req != NULL; prev = req, req = req->next) {
+        if (req->id == id)
+            return reqq_unlink(q, prev, req);
+    }
+    return NULL;
+}
+
+int tl_tcp_reqq_fail(tl_tcp_reqq_t *q, chorus_status_t status)
 {
     tl_req_t *req;
     int n = 0;
 
-    while ((req = reqq_pop(q)) != NULL) {
+    while ((req = tl_tcp_reqq_pop(q)) != NULL) {
         tl_tcp_req_complete(req, status, 0);
         n++;
     }
     return n;
 }
 
-static void ue_push(tl_tcp_peer_t *peer, tl_tcp_ue_t *ue)
+void tl_tcp_log_truncated(const tl_ctx_t *ctx, int peer, uint64_t tag, uint64_t length,
+                          size_t capacity)
 {
-    ue->next = NULL;
-    if (peer->ue_tail != NULL)
-        peer->ue_tail->next = ue;
-    else
-        peer->ue_head = ue;
-    peer->ue_tail = ue;
+    chorus_error("rank %d: message from peer %d with tag %llu has %llu bytes but the "
+                 "receive holds %zu; request fails as truncated", ctx->rank, peer,
+                 (unsigned long long)tag, (unsigned long long)length, capacity);
 }
 
-/* Unlink and return the oldest unexpected message with this space and tag, or NULL. */
-static tl_tcp_ue_t *ue_take_tag(tl_tcp_peer_t *peer, uint32_t space, uint64_t tag, int any)
-{
-    tl_tcp_ue_t *prev = NULL;
-
-    for (tl_tcp_ue_t *ue = peer->ue_head; ue != NULL; prev = ue, ue = ue->next) {
-        if (!any && (ue->tag != tag || ue->space != space))
-            continue;
-        if (prev != NULL)
-            prev->next = ue->next;
-        else
-            peer->ue_head = ue->next;
-        if (peer->ue_tail == ue)
-            peer->ue_tail = prev;
-        ue->next = NULL;
-        return ue;
-    }
-    return NULL;
-}
-
-/* A cached buffer serves a message at most this many times smaller than it. */
-#define UE_CACHE_MAX_WASTE 4
-
-static tl_tcp_ue_t *ue_alloc(tl_ctx_t *ctx, uint32_t space, uint64_t tag, uint64_t length)
-{
-    tl_tcp_ue_t *ue = NULL;
-    int best = -1;
-
-    for (int i = 0; i < ctx->ue_cached; i++) {
-        size_t cap = ctx->ue_cache[i]->capacity;
-        if (cap >= length && cap / UE_CACHE_MAX_WASTE <= length &&
-            (best < 0 || cap < ctx->ue_cache[best]->capacity))
-            best = i;
-    }
-    if (best >= 0) {
-        ue = ctx->ue_cache[best];
-        ctx->ue_cache[best] = ctx->ue_cache[--ctx->ue_cached];
-    } else {
-        ue = chorus__pages_alloc(sizeof(*ue) + (size_t)length);
-        if (ue != NULL)
-            ue->capacity = (size_t)length;
-    }
-    if (ue != NULL) {
-        ue->next = NULL;
-        ue->space = space;
-        ue->tag = tag;
-        ue->length = length;
-        ue->complete = (length == 0);
-    }
-    return ue;
-}
-
-/* Keep the buffer for the next unexpected message, or free it when the cache is full. */
-static void ue_release(tl_ctx_t *ctx, tl_tcp_ue_t *ue)
-{
-    if (ctx->ue_cached < TL_TCP_UE_CACHE)
-        ctx->ue_cache[ctx->ue_cached++] = ue;
-    else
-        chorus__pages_free(ue, sizeof(*ue) + ue->capacity);
-}
-
-void tl_tcp_ue_cache_clear(tl_ctx_t *ctx)
-{
-    while (ctx->ue_cached > 0) {
-        tl_tcp_ue_t *ue = ctx->ue_cache[--ctx->ue_cached];
-        chorus__pages_free(ue, sizeof(*ue) + ue->capacity);
-    }
-}
-
-void tl_tcp_peer_free_unexpected(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
-{
-    tl_tcp_ue_t *ue;
-
-    while ((ue = ue_take_tag(peer, 0, 0, 1)) != NULL)
-        ue_release(ctx, ue);
-    peer->rx_ue = NULL;
-}
+/* ---- Peers ------------------------------------------------------------------ */
 
 void tl_tcp_peer_init(tl_tcp_peer_t *peer, int rank)
 {
     memset(peer, 0, sizeof(*peer));
     peer->rank = rank;
     peer->fd = -1;
+    peer->hs.fd = -1;
     peer->failed = CHORUS_OK;
     peer->rx_state = TL_TCP_RX_HEADER;
 }
 
-chorus_status_t tl_tcp_peer_attach(tl_ctx_t *ctx, tl_tcp_peer_t *peer, int fd)
+int tl_tcp_peer_attach(tl_ctx_t *ctx, tl_tcp_peer_t *peer, int fd)
 {
-    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = peer};
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = TL_TCP_EV(TL_TCP_EV_DATA, peer->rank)};
+    int n;
 
-    if (epoll_ctl(ctx->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
-        chorus_error("rank %d: epoll_ctl(add) for peer %d failed: %m", ctx->rank, peer->rank);
-        return CHORUS_ERR_SYSTEM;
+    /* The socket is in the epoll set already, as a handshake. */
+    if (epoll_ctl(ctx->epfd, EPOLL_CTL_MOD, fd, &ev) < 0) {
+        chorus_error("rank %d: tcp: epoll_ctl(mod) for peer %d failed: %m", ctx->rank,
+                     peer->rank);
+        close(fd);
+        return tl_tcp_peer_fail(ctx, peer, CHORUS_ERR_SYSTEM);
     }
     peer->fd = fd;
     peer->events = EPOLLIN;
-    return CHORUS_OK;
+    peer->state = TL_TCP_PEER_UP;
+    peer->accepting = 0;
+    peer->credit_owed = ctx->cfg.window_bytes;
+    /* The peer's grant may have come with its ack: read it before the sends start. */
+    n = tl_tcp_peer_read(ctx, peer);
+    return n + tl_tcp_peer_write(ctx, peer);
+}
+
+/* The frame being written when the connection went: a DATA send is in no queue. */
+static int tx_fail(tl_tcp_peer_t *peer, chorus_status_t status)
+{
+    int n = 0;
+
+    if (peer->tx.busy && peer->tx.hdr.type == TL_TCP_FRAME_DATA && peer->tx.req != NULL) {
+        tl_tcp_req_complete(peer->tx.req, status, 0);
+        n = 1;
+    }
+    memset(&peer->tx, 0, sizeof(peer->tx));
+    return n;
 }
 
 /*
- * Close the connection and fail everything pending on it. Messages that
- * arrived whole before the loss stay deliverable; a partial one is dropped.
+ * Close the connection (or the attempt) and fail everything pending on it.
+ * Eager messages that arrived whole before the loss stay deliverable; a
+ * partial one is dropped; an announced one fails the receive it matches.
  * Returns the number of requests completed.
  */
 int tl_tcp_peer_fail(tl_ctx_t *ctx, tl_tcp_peer_t *peer, chorus_status_t status)
@@ -232,48 +225,50 @@ int tl_tcp_peer_fail(tl_ctx_t *ctx, tl_tcp_peer_t *peer, chorus_status_t status)
     int n = 0;
 
     if (peer->fd >= 0) {
-        epoll_ctl(ctx->epfd, EPOLL_CTL_DEL, peer->fd, NULL);
-        close(peer->fd);
+        close(peer->fd); /* also leaves the epoll set */
         peer->fd = -1;
     }
+    tl_tcp_hs_close(&peer->hs);
+    if (peer->accepting) {
+        tl_tcp_hs_close(&ctx->in[peer->accepting - 1]);
+        peer->accepting = 0;
+    }
+    peer->state = TL_TCP_PEER_CLOSED;
     if (peer->failed == CHORUS_OK)
         peer->failed = status;
-    n += reqq_fail(&peer->sendq, status);
-    n += reqq_fail(&peer->postq, status);
+    n += tx_fail(peer, status);
+    n += tl_tcp_reqq_fail(&peer->sendq, status);
+    n += tl_tcp_reqq_fail(&peer->rtsq, status);
+    n += tl_tcp_reqq_fail(&peer->rdataq, status);
+    n += tl_tcp_reqq_fail(&peer->postq, status);
+    n += tl_tcp_peer_drop_rx(ctx, peer, status);
     if (peer->rx_req != NULL) {
         tl_tcp_req_complete(peer->rx_req, status, 0);
         peer->rx_req = NULL;
         n++;
-    }
-    if (peer->rx_ue != NULL) {
-        tl_tcp_ue_t *prev = NULL;
-
-        /* The partial message is the newest one: find its predecessor. */
-        for (tl_tcp_ue_t *ue = peer->ue_head; ue != peer->rx_ue; ue = ue->next)
-            prev = ue;
-        if (prev != NULL)
-            prev->next = NULL;
-        else
-            peer->ue_head = NULL;
-        peer->ue_tail = prev;
-        ue_release(ctx, peer->rx_ue);
-        peer->rx_ue = NULL;
     }
     peer->rx_state = TL_TCP_RX_HEADER;
     peer->rx_hdr_got = 0;
     return n;
 }
 
-/* Keep EPOLLOUT armed exactly while the send queue holds data. */
-static int peer_update_events(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
+static int peer_has_output(const tl_ctx_t *ctx, const tl_tcp_peer_t *peer)
 {
-    uint32_t events = EPOLLIN | (peer->sendq.head != NULL ? EPOLLOUT : 0);
-    struct epoll_event ev = {.events = events, .data.ptr = peer};
+    return peer->tx.busy || tl_tcp_credit_due(ctx, peer) || peer->ctsq.head != NULL ||
+           peer->rdataq.head != NULL || (peer->granted && peer->sendq.head != NULL);
+}
+
+int tl_tcp_peer_update_events(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
+{
+    uint32_t events = EPOLLIN | (peer_has_output(ctx, peer) ? EPOLLOUT : 0);
+    struct epoll_event ev = {.events = events,
+                             .data.u64 = TL_TCP_EV(TL_TCP_EV_DATA, peer->rank)};
 
     if (peer->fd < 0 || peer->events == events)
         return 0;
     if (epoll_ctl(ctx->epfd, EPOLL_CTL_MOD, peer->fd, &ev) < 0) {
-        chorus_error("rank %d: epoll_ctl(mod) for peer %d failed: %m", ctx->rank, peer->rank);
+        chorus_error("rank %d: tcp: epoll_ctl(mod) for peer %d failed: %m", ctx->rank,
+                     peer->rank);
         return tl_tcp_peer_fail(ctx, peer, CHORUS_ERR_SYSTEM);
     }
     peer->events = events;
@@ -283,7 +278,8 @@ static int peer_update_events(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
 static int peer_lost(tl_ctx_t *ctx, tl_tcp_peer_t *peer, const char *what, int err)
 {
     int pending = peer->sendq.head != NULL || peer->postq.head != NULL ||
-                  peer->rx_req != NULL;
+                  peer->rx_req != NULL || peer->tx.busy || peer->rtsq.head != NULL ||
+                  peer->rdvq.head != NULL;
 
     /* A peer leaving with nothing outstanding is how a job ends; say so quietly. */
     if (pending)
@@ -295,26 +291,35 @@ static int peer_lost(tl_ctx_t *ctx, tl_tcp_peer_t *peer, const char *what, int e
     return tl_tcp_peer_fail(ctx, peer, CHORUS_ERR_PEER_FAILED);
 }
 
-/* Write what the socket takes; sends complete once the kernel holds their bytes. */
+static int peer_protocol(tl_ctx_t *ctx, tl_tcp_peer_t *peer, const char *why)
+{
+    chorus_error("rank %d: tcp: peer %d broke the protocol (%s); closing the connection",
+                 ctx->rank, peer->rank, why);
+    return tl_tcp_peer_fail(ctx, peer, CHORUS_ERR_PROTOCOL);
+}
+
+/* ---- Writing ---------------------------------------------------------------- */
+
+/* Write what the socket takes; eager sends complete once the kernel holds their bytes. */
 int tl_tcp_peer_write(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
 {
     const size_t hdr = sizeof(tl_tcp_hdr_t);
+    tl_tcp_tx_t *tx = &peer->tx;
     int n = 0;
 
-    while (peer->fd >= 0 && peer->sendq.head != NULL) {
-        tl_req_t *req = peer->sendq.head;
+    while (peer->fd >= 0 && (tx->busy || tl_tcp_tx_next(ctx, peer))) {
         struct iovec iov[2];
         struct msghdr msg = {.msg_iov = iov, .msg_iovlen = 0};
-        size_t body = req->offset > hdr ? req->offset - hdr : 0;
+        size_t body = tx->off > hdr ? tx->off - hdr : 0;
         ssize_t w;
 
-        if (req->offset < hdr) {
-            iov[msg.msg_iovlen].iov_base = (char *)&peer->tx_hdr + req->offset;
-            iov[msg.msg_iovlen++].iov_len = hdr - req->offset;
+        if (tx->off < hdr) {
+            iov[msg.msg_iovlen].iov_base = (char *)&tx->hdr + tx->off;
+            iov[msg.msg_iovlen++].iov_len = hdr - tx->off;
         }
-        if (body < req->capacity) {
-            iov[msg.msg_iovlen].iov_base = (char *)req->buf + body;
-            iov[msg.msg_iovlen++].iov_len = req->capacity - body;
+        if (body < tx->len) {
+            iov[msg.msg_iovlen].iov_base = (char *)tx->payload + body;
+            iov[msg.msg_iovlen++].iov_len = tx->len - body;
         }
         w = sendmsg(peer->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (w < 0) {
@@ -324,43 +329,33 @@ int tl_tcp_peer_write(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
                 break;
             return n + peer_lost(ctx, peer, "send", errno);
         }
-        req->offset += (size_t)w;
-        if (req->offset < hdr + req->capacity)
-            continue;
-        reqq_pop(&peer->sendq);
-        tl_tcp_req_complete(req, CHORUS_OK, req->capacity);
-        n++;
-        if (peer->sendq.head != NULL)
-            tl_tcp_header_encode(&peer->tx_hdr, peer->sendq.head->space,
-                                 peer->sendq.head->tag, peer->sendq.head->capacity);
+        tx->off += (size_t)w;
+        if (tx->off == hdr + tx->len)
+            n += tl_tcp_tx_done(ctx, peer);
     }
-    return n + peer_update_events(ctx, peer);
+    return n + tl_tcp_peer_update_events(ctx, peer);
 }
 
-static void log_truncated(const tl_ctx_t *ctx, int peer, uint64_t tag, uint64_t length,
-                          size_t capacity)
-{
-    chorus_error("rank %d: message from peer %d with tag %llu has %llu bytes but the "
-                 "receive holds %zu; request fails as truncated", ctx->rank, peer,
-                 (unsigned long long)tag, (unsigned long long)length, capacity);
-}
+/* ---- Reading ---------------------------------------------------------------- */
 
 /* A header arrived and a receive was posted for it. */
-static int rx_match(tl_ctx_t *ctx, tl_tcp_peer_t *peer, tl_req_t *req, uint64_t tag,
-                    uint64_t length)
+static int rx_match(tl_ctx_t *ctx, tl_tcp_peer_t *peer, tl_req_t *req)
 {
-    if (length > req->capacity) {
-        log_truncated(ctx, peer->rank, tag, length, req->capacity);
+    const tl_tcp_frame_t *f = &peer->rx_frame;
+
+    if (f->length > req->capacity) {
+        tl_tcp_log_truncated(ctx, peer->rank, f->tag, f->length, req->capacity);
         tl_tcp_req_complete(req, CHORUS_ERR_TRUNCATED, 0);
         /* The payload still has to leave the stream to keep the framing. */
         peer->rx_state = TL_TCP_RX_DISCARD;
         return 1;
     }
-    if (length == 0) {
+    if (f->length == 0) {
         tl_tcp_req_complete(req, CHORUS_OK, 0);
         return 1;
     }
     peer->rx_req = req;
+    peer->rx_dst = req->buf;
     peer->rx_state = TL_TCP_RX_PAYLOAD;
     return 0;
 }
@@ -370,61 +365,107 @@ static int ctrl_deliver(tl_ctx_t *ctx, int peer, tl_tcp_ue_t *ue)
 {
     if (ctx->ctrl != NULL)
         ctx->ctrl(ctx->ctrl_arg, peer, ue->space, ue->tag, ue->data, (size_t)ue->length);
-    ue_release(ctx, ue);
+    tl_tcp_ue_release(ctx, NULL, ue);
     return 1;
 }
 
-static int rx_unexpected(tl_ctx_t *ctx, tl_tcp_peer_t *peer, uint32_t space, uint64_t tag,
-                         uint64_t length)
+static int rx_unexpected(tl_ctx_t *ctx, tl_tcp_peer_t *peer, int ctrl)
 {
-    tl_tcp_ue_t *ue = ue_alloc(ctx, space, tag, length);
-    int ctrl = (tag & TL_TAG_CTRL) != 0;
+    const tl_tcp_frame_t *f = &peer->rx_frame;
+    tl_tcp_ue_t *ue = tl_tcp_ue_alloc(ctx, f->space, f->tag, f->length);
 
     if (ue == NULL) {
         chorus_error("rank %d: no memory for a %llu-byte unexpected message from peer %d",
-                     ctx->rank, (unsigned long long)length, peer->rank);
+                     ctx->rank, (unsigned long long)f->length, peer->rank);
         return tl_tcp_peer_fail(ctx, peer, CHORUS_ERR_NO_MEMORY);
     }
-    if (ctrl && length == 0)
+    if (ctrl && f->length == 0)
         return ctrl_deliver(ctx, peer->rank, ue);
+    ue->credit = !ctrl;
     if (!ctrl)
-        ue_push(peer, ue);
+        tl_tcp_ueq_push(&peer->ueq, ue);
     peer->rx_ctrl = ctrl;
-    if (length > 0) {
+    if (f->length > 0) {
         peer->rx_ue = ue;
+        peer->rx_dst = ue->data;
         peer->rx_state = TL_TCP_RX_PAYLOAD;
     }
     return 0;
 }
 
-static int rx_header(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
+/* An eager message: data paid for by the sender's credit, or a control message. */
+static int rx_data(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
 {
-    uint64_t tag, length;
-    uint32_t space;
+    const tl_tcp_frame_t *f = &peer->rx_frame;
+    int ctrl = (f->tag & TL_TAG_CTRL) != 0;
     tl_req_t *req;
 
+    if (ctrl)
+        return rx_unexpected(ctx, peer, 1);
+    if (f->length > peer->rx_credit)
+        return peer_protocol(ctx, peer, "eager data beyond the window it was granted");
+    peer->rx_credit -= f->length;
+    req = tl_tcp_reqq_take(&peer->postq, f->space, f->tag);
+    if (req == NULL)
+        return rx_unexpected(ctx, peer, 0);
+    /* Straight into the receive: the bytes never occupy this rank's memory. */
+    tl_tcp_credit_return(peer, f->length);
+    return rx_match(ctx, peer, req);
+}
+
+static int rx_header(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
+{
+    tl_tcp_frame_t *f = &peer->rx_frame;
+    int n = 0;
+
     peer->rx_hdr_got = 0;
-    if (tl_tcp_header_check(&peer->rx_hdr, &space, &tag, &length) != CHORUS_OK) {
-        chorus_error("rank %d: malformed header from peer %d (magic 0x%08x, tag 0x%llx, "
-                     "length %llu); closing the connection", ctx->rank, peer->rank,
-                     le32toh(peer->rx_hdr.magic), (unsigned long long)le64toh(peer->rx_hdr.tag),
+    peer->rx_got = 0;
+    if (tl_tcp_header_check(&peer->rx_hdr, f) != CHORUS_OK) {
+        chorus_error("rank %d: tcp: malformed header from peer %d (magic 0x%08x, type %u, "
+                     "tag 0x%llx, length %llu); closing the connection", ctx->rank,
+                     peer->rank, le32toh(peer->rx_hdr.magic), peer->rx_hdr.type,
+                     (unsigned long long)le64toh(peer->rx_hdr.tag),
                      (unsigned long long)le64toh(peer->rx_hdr.length));
         return tl_tcp_peer_fail(ctx, peer, CHORUS_ERR_PROTOCOL);
     }
-    peer->rx_len = length;
-    peer->rx_got = 0;
-    req = (tag & TL_TAG_CTRL) ? NULL : reqq_take_tag(&peer->postq, space, tag);
-    if (req != NULL)
-        return rx_match(ctx, peer, req, tag, length);
-    return rx_unexpected(ctx, peer, space, tag, length);
+    switch (f->type) {
+    case TL_TCP_FRAME_DATA:
+        return rx_data(ctx, peer);
+    case TL_TCP_FRAME_RTS:
+        return tl_tcp_rx_rts(ctx, peer, f);
+    case TL_TCP_FRAME_CTS:
+        if (tl_tcp_rx_cts(ctx, peer, f, &n) != CHORUS_OK)
+            return peer_protocol(ctx, peer, "a CTS for no message it was offered");
+        return n;
+    case TL_TCP_FRAME_RDATA:
+        if (tl_tcp_rx_rdata(ctx, peer, f) != CHORUS_OK)
+            return peer_protocol(ctx, peer, "rendezvous data that no CTS asked for");
+        return 0;
+    default:
+        if (tl_tcp_rx_credit(ctx, peer, f) != CHORUS_OK)
+            return peer_protocol(ctx, peer, "credit beyond any window");
+        return 0;
+    }
 }
 
 static int rx_payload_done(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
 {
     int n = 0;
 
+    peer->rx_state = TL_TCP_RX_HEADER;
+    if (peer->rx_frame.type == TL_TCP_FRAME_RDATA) {
+        tl_tcp_ue_t *rec = peer->rdvq.head;
+
+        rec->req->offset += (size_t)peer->rx_frame.length;
+        if (rec->req->offset < rec->length)
+            return 0;
+        tl_tcp_ueq_pop(&peer->rdvq);
+        tl_tcp_req_complete(rec->req, CHORUS_OK, (size_t)rec->length);
+        tl_tcp_ue_release(ctx, NULL, rec);
+        return 1;
+    }
     if (peer->rx_req != NULL) {
-        tl_tcp_req_complete(peer->rx_req, CHORUS_OK, (size_t)peer->rx_len);
+        tl_tcp_req_complete(peer->rx_req, CHORUS_OK, (size_t)peer->rx_frame.length);
         peer->rx_req = NULL;
         n = 1;
     } else if (peer->rx_ue != NULL && peer->rx_ctrl) {
@@ -434,7 +475,6 @@ static int rx_payload_done(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
         peer->rx_ue->complete = 1;
         peer->rx_ue = NULL;
     }
-    peer->rx_state = TL_TCP_RX_HEADER;
     return n;
 }
 
@@ -444,7 +484,7 @@ static int rx_payload_done(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
  */
 static size_t rx_iov(tl_ctx_t *ctx, tl_tcp_peer_t *peer, struct iovec *iov, int *cnt_p)
 {
-    uint64_t left = peer->rx_len - peer->rx_got;
+    uint64_t left = peer->rx_frame.length - peer->rx_got;
 
     if (peer->rx_state == TL_TCP_RX_HEADER) {
         iov[0].iov_base = (char *)&peer->rx_hdr + peer->rx_hdr_got;
@@ -456,9 +496,7 @@ static size_t rx_iov(tl_ctx_t *ctx, tl_tcp_peer_t *peer, struct iovec *iov, int 
         iov[0].iov_base = ctx->scratch;
         iov[0].iov_len = left < ctx->scratch_len ? (size_t)left : ctx->scratch_len;
     } else {
-        unsigned char *dst = peer->rx_req != NULL ? peer->rx_req->buf : peer->rx_ue->data;
-
-        iov[0].iov_base = dst + peer->rx_got;
+        iov[0].iov_base = peer->rx_dst + peer->rx_got;
         iov[0].iov_len = (size_t)left;
     }
     iov[1].iov_base = &peer->rx_hdr;
@@ -469,7 +507,7 @@ static size_t rx_iov(tl_ctx_t *ctx, tl_tcp_peer_t *peer, struct iovec *iov, int 
 
 static int rx_consume(tl_ctx_t *ctx, tl_tcp_peer_t *peer, size_t got)
 {
-    uint64_t left = peer->rx_len - peer->rx_got;
+    uint64_t left = peer->rx_frame.length - peer->rx_got;
     size_t body = got < left ? got : (size_t)left;
     int n = 0;
 
@@ -478,7 +516,7 @@ static int rx_consume(tl_ctx_t *ctx, tl_tcp_peer_t *peer, size_t got)
         return peer->rx_hdr_got == sizeof(tl_tcp_hdr_t) ? rx_header(ctx, peer) : 0;
     }
     peer->rx_got += body;
-    if (peer->rx_got < peer->rx_len)
+    if (peer->rx_got < peer->rx_frame.length)
         return 0;
     n += rx_payload_done(ctx, peer);
     peer->rx_hdr_got = got - body;
@@ -510,8 +548,11 @@ int tl_tcp_peer_read(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
         if ((size_t)r < want)
             break; /* drained for now; epoll is level-triggered */
     }
-    return n;
+    /* What was read may call for frames: CTS, credit, or sends the grant let start. */
+    return n + tl_tcp_peer_update_events(ctx, peer);
 }
+
+/* ---- Posts ------------------------------------------------------------------ */
 
 static chorus_status_t post_check(tl_ctx_t *ctx, int peer, const void *buf, size_t len,
                                   tl_req_t *req, const char *what)
@@ -530,7 +571,7 @@ static chorus_status_t post_check(tl_ctx_t *ctx, int peer, const void *buf, size
                      ctx->rank, what, peer, buf, len);
         return CHORUS_ERR_INVALID_ARG;
     }
-    if (!ctx->connected && peer != ctx->rank && ctx->fatal == CHORUS_OK) {
+    if (!ctx->peers_set && peer != ctx->rank && ctx->fatal == CHORUS_OK) {
         chorus_error("rank %d: tcp %s to peer %d before set_peers succeeded", ctx->rank,
                      what, peer);
         return CHORUS_ERR_INVALID_ARG;
@@ -551,6 +592,7 @@ static void req_init(tl_req_t *req, int peer, uint32_t space, uint64_t tag, void
     req->buf = buf;
     req->capacity = capacity;
     req->offset = 0;
+    req->id = 0;
 }
 
 /* Later posts to a lost peer fail at once, with the status that lost it. */
@@ -567,11 +609,11 @@ static chorus_status_t post_failed(tl_ctx_t *ctx, tl_tcp_peer_t *peer, tl_req_t 
 static chorus_status_t send_self(tl_ctx_t *ctx, tl_tcp_peer_t *self, tl_req_t *req)
 {
     int ctrl = (req->tag & TL_TAG_CTRL) != 0;
-    tl_req_t *recv = ctrl ? NULL : reqq_take_tag(&self->postq, req->space, req->tag);
+    tl_req_t *recv = ctrl ? NULL : tl_tcp_reqq_take(&self->postq, req->space, req->tag);
 
     if (recv != NULL) {
         if (req->capacity > recv->capacity) {
-            log_truncated(ctx, ctx->rank, req->tag, req->capacity, recv->capacity);
+            tl_tcp_log_truncated(ctx, ctx->rank, req->tag, req->capacity, recv->capacity);
             tl_tcp_req_complete(recv, CHORUS_ERR_TRUNCATED, 0);
         } else {
             if (req->capacity > 0)
@@ -579,7 +621,7 @@ static chorus_status_t send_self(tl_ctx_t *ctx, tl_tcp_peer_t *self, tl_req_t *r
             tl_tcp_req_complete(recv, CHORUS_OK, req->capacity);
         }
     } else {
-        tl_tcp_ue_t *ue = ue_alloc(ctx, req->space, req->tag, req->capacity);
+        tl_tcp_ue_t *ue = tl_tcp_ue_alloc(ctx, req->space, req->tag, req->capacity);
 
         if (ue == NULL) {
             chorus_error("rank %d: no memory for a %zu-byte message to itself", ctx->rank,
@@ -593,7 +635,7 @@ static chorus_status_t send_self(tl_ctx_t *ctx, tl_tcp_peer_t *self, tl_req_t *r
         if (ctrl)
             ctrl_deliver(ctx, ctx->rank, ue);
         else
-            ue_push(self, ue);
+            tl_tcp_ueq_push(&self->ueq, ue);
     }
     tl_tcp_req_complete(req, CHORUS_OK, req->capacity);
     ctx->deferred += recv != NULL ? 2 : 1;
@@ -621,20 +663,26 @@ chorus_status_t tl_tcp_send_nb(tl_ctx_t *ctx, int peer_rank, uint32_t space, uin
         return status;
     if (peer_rank == ctx->rank)
         return send_self(ctx, peer, req);
-    reqq_push(&peer->sendq, req);
-    if (peer->sendq.head == req) {
-        tl_tcp_header_encode(&peer->tx_hdr, space, tag, len);
-        ctx->deferred += peer_update_events(ctx, peer);
+    tl_tcp_reqq_push(&peer->sendq, req);
+    if (peer->state == TL_TCP_PEER_IDLE && !peer->accepting) {
+        /* First use: the connection opens now; a peer found gone fails this send at once. */
+        ctx->deferred += tl_tcp_connect(ctx, peer);
+        if (req->done) {
+            ctx->deferred--;
+            return req->status;
+        }
+        return CHORUS_OK;
     }
+    ctx->deferred += tl_tcp_peer_update_events(ctx, peer);
     return CHORUS_OK;
 }
 
-/* A receive matched a message that arrived (at least in part) before it. */
+/* A receive matched eager data that arrived (at least in part) before it. */
 static void recv_unexpected(tl_ctx_t *ctx, tl_tcp_peer_t *peer, tl_tcp_ue_t *ue,
                             tl_req_t *req)
 {
     if (ue->length > req->capacity) {
-        log_truncated(ctx, peer->rank, ue->tag, ue->length, req->capacity);
+        tl_tcp_log_truncated(ctx, peer->rank, ue->tag, ue->length, req->capacity);
         if (ue == peer->rx_ue) {
             peer->rx_ue = NULL;
             peer->rx_state = TL_TCP_RX_DISCARD;
@@ -646,13 +694,14 @@ static void recv_unexpected(tl_ctx_t *ctx, tl_tcp_peer_t *peer, tl_tcp_ue_t *ue,
         memcpy(req->buf, ue->data, (size_t)peer->rx_got);
         peer->rx_ue = NULL;
         peer->rx_req = req;
+        peer->rx_dst = req->buf;
     } else {
         if (ue->length > 0)
             memcpy(req->buf, ue->data, (size_t)ue->length);
         tl_tcp_req_complete(req, CHORUS_OK, (size_t)ue->length);
         ctx->deferred++;
     }
-    ue_release(ctx, ue);
+    tl_tcp_ue_release(ctx, peer, ue);
 }
 
 chorus_status_t tl_tcp_recv_nb(tl_ctx_t *ctx, int peer_rank, uint32_t space, uint64_t tag,
@@ -670,14 +719,26 @@ chorus_status_t tl_tcp_recv_nb(tl_ctx_t *ctx, int peer_rank, uint32_t space, uin
     }
     req_init(req, peer_rank, space, tag, buf, capacity);
     peer = &ctx->peers[peer_rank];
-    ue = ue_take_tag(peer, space, tag, 0);
+    ue = tl_tcp_ueq_take(&peer->ueq, space, tag);
+    if (ue != NULL && ue->rts && peer->state == TL_TCP_PEER_CLOSED) {
+        /* Announced, but its payload went with the connection. */
+        tl_tcp_ue_release(ctx, NULL, ue);
+        tl_tcp_req_complete(req, peer->failed, 0);
+        return peer->failed;
+    }
+    if (ue != NULL && ue->rts) {
+        ctx->deferred += tl_tcp_recv_rts(ctx, peer, ue, req);
+        ctx->deferred += tl_tcp_peer_update_events(ctx, peer);
+        return CHORUS_OK;
+    }
     if (ue != NULL) {
         recv_unexpected(ctx, peer, ue, req);
+        ctx->deferred += tl_tcp_peer_update_events(ctx, peer);
         return CHORUS_OK;
     }
     status = post_failed(ctx, peer, req);
     if (status != CHORUS_OK)
         return status;
-    reqq_push(&peer->postq, req);
+    tl_tcp_reqq_push(&peer->postq, req);
     return CHORUS_OK;
 }

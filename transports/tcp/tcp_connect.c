@@ -1,17 +1,10 @@
 /*
- * TCP transport: authenticated full-mesh setup.
+ * TCP transport: connections on first use, authenticated, made inside
+ * progress() (tcp.h describes the handshake, collisions and failures).
  *
- * Rank i connects to every rank below it and accepts from every rank above
- * it, all at once in one event loop, so no ordering between ranks is needed.
- * Each connection proves the job key both ways:
- *
- *   acceptor  -> connector: nonce (32 random bytes, fresh per connection)
- *   connector -> acceptor : hello {magic, version, from, to,
- *                                  HMAC(key, nonce || from || to)}
- *   acceptor  -> connector: HMAC(key, "ack" || nonce || from || to)
- *
- * A connection that fails any check is dropped with a warning and the loop
- * keeps waiting for the real peer until the deadline.
+ * A peer's own connection runs in peer->hs; incoming connections wait in the
+ * slots of ctx->in until their hello proves a rank. Both kinds sit in the
+ * context's epoll set and become the peer's data connection in place.
  */
 #include "transports/tcp/tcp.h"
 
@@ -23,63 +16,21 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include "util/log.h"
 #include "util/sha256.h"
 #include "util/time.h"
 
-#define HS_RETRY_S      0.05    /* first pause before connecting again after a refusal */
-#define HS_RETRY_MAX_S  0.5     /* the pause doubles up to this */
-#define HS_EVENTS       32
-#define HS_KIND_LISTEN  0u
-#define HS_KIND_OUT     1u
-#define HS_KIND_IN      2u
-
-typedef enum {
-    HS_IDLE = 0,                /* connector: waiting for retry_at */
-    HS_CONNECTING,
-    HS_NONCE,                   /* connector reads it, acceptor writes it */
-    HS_HELLO,                   /* connector writes it, acceptor reads it */
-    HS_ACK,                     /* acceptor writes it, connector reads it */
-    HS_DONE
-} hs_state_t;
-
-typedef struct {
-    int fd;
-    hs_state_t state;
-    int rank;                   /* connector: target rank; acceptor: claimed rank */
-    double when;                /* connector: retry time; acceptor: accept time */
-    double backoff;             /* connector: next pause before retrying */
-    size_t done;                /* bytes of the current step moved so far */
-    uint8_t nonce[TL_TCP_NONCE_BYTES];
-    tl_tcp_hello_t hello;
-    uint8_t ack[TL_TCP_MAC_BYTES];
-} hs_conn_t;
-
-typedef struct {
-    tl_ctx_t *ctx;
-    int epfd;
-    struct sockaddr_storage *sa;    /* addresses of the lower ranks */
-    socklen_t *salen;
-    hs_conn_t *out;                 /* out[j]: our connection to rank j < rank */
-    hs_conn_t *in;                  /* connections accepted, not yet authenticated */
-    int in_max;
-    int missing;
-    int rejected;                   /* connections that failed authentication */
-    int dropped;                    /* connections dropped for any reason */
-} hs_t;
+/* Outcomes of moving one handshake step. */
+enum { HS_AGAIN = 0, HS_DONE = 1, HS_EOF = -1, HS_ERROR = -2 };
 
 /* The first dropped connection is a warning; repeats (retries, scanners) are debug. */
-static int hs_drop_level(hs_t *hs)
-{
-    return hs->dropped++ ? CHORUS_LOG_DEBUG : CHORUS_LOG_WARN;
-}
-
-#define hs_drop_log(hs, ...)                        \
-    do {                                            \
-        int hs_level_ = hs_drop_level(hs);          \
-        chorus_log(hs_level_, __VA_ARGS__);         \
+#define hs_drop_log(ctx, ...)                                                     \
+    do {                                                                          \
+        int hs_level_ = (ctx)->dropped++ ? CHORUS_LOG_DEBUG : CHORUS_LOG_WARN;    \
+        chorus_log(hs_level_, __VA_ARGS__);                                       \
     } while (0)
 
 /* ---- Wire codecs: no sockets, no logging (tests/fuzz/ calls them directly) ---- */
@@ -113,10 +64,10 @@ chorus_status_t tl_tcp_hello_decode(const void *buf, size_t len, int rank, int s
     }
     from = le32toh(hello.from_rank);
     to = le32toh(hello.to_rank);
-    /* Only higher ranks connect to this one, so `from` indexes the peers safely. */
-    if (to != (uint32_t)rank || from <= (uint32_t)rank || from >= (uint32_t)size) {
-        snprintf(why, why_len, "a hello from rank %u to rank %u: this rank accepts only ranks "
-                 "%d..%d", from, to, rank + 1, size - 1);
+    /* `from` indexes the peers: it must be another rank of this context. */
+    if (to != (uint32_t)rank || from == (uint32_t)rank || from >= (uint32_t)size) {
+        snprintf(why, why_len, "a hello from rank %u to rank %u: this is rank %d of %d", from,
+                 to, rank, size);
         return CHORUS_ERR_PROTOCOL;
     }
     *from_p = from;
@@ -159,17 +110,48 @@ int tl_tcp_addr_resolve(const tl_tcp_addr_t *addr, struct sockaddr_storage *sa_p
     return 0;
 }
 
-/* ---- Handshake -------------------------------------------------------------- */
+/* ---- Addresses ---------------------------------------------------------------- */
 
-static void hs_mac(const tl_ctx_t *ctx, int ack, const uint8_t *nonce, uint32_t from,
+chorus_status_t tl_tcp_set_peers(tl_ctx_t *ctx, const void *addrs)
+{
+    if (ctx == NULL || addrs == NULL || ctx->peers_set || ctx->fatal != CHORUS_OK) {
+        chorus_error("tcp: set_peers: invalid context or addresses, or called twice");
+        return CHORUS_ERR_INVALID_ARG;
+    }
+    for (int r = 0; r < ctx->size; r++) {
+        tl_tcp_peer_t *peer = &ctx->peers[r];
+        tl_tcp_addr_t blob;
+        int rc;
+
+        if (r == ctx->rank)
+            continue;
+        if (tl_tcp_addr_decode((const char *)addrs + (size_t)r * TL_ADDR_MAX, TL_ADDR_MAX,
+                               &blob) != CHORUS_OK) {
+            chorus_error("rank %d: tcp: the address blob of rank %d is malformed", ctx->rank, r);
+            return CHORUS_ERR_INVALID_ARG;
+        }
+        rc = tl_tcp_addr_resolve(&blob, &peer->sa, &peer->salen);
+        if (rc != 0) {
+            chorus_error("rank %d: tcp: address '%s' port '%s' of rank %d is invalid: %s",
+                         ctx->rank, blob.host, blob.port, r, gai_strerror(rc));
+            return CHORUS_ERR_INVALID_ARG;
+        }
+    }
+    ctx->peers_set = 1;
+    return CHORUS_OK;
+}
+
+/* ---- Shared steps ------------------------------------------------------------- */
+
+static void hs_mac(const tl_ctx_t *ctx, const char *label, const uint8_t *nonce, uint32_t from,
                    uint32_t to, uint8_t out[TL_TCP_MAC_BYTES])
 {
     uint8_t msg[3 + TL_TCP_NONCE_BYTES + 8];
     uint32_t from_le = htole32(from), to_le = htole32(to);
     size_t len = 0;
 
-    if (ack) {
-        memcpy(msg, "ack", 3);
+    if (label != NULL) {
+        memcpy(msg, label, 3);
         len = 3;
     }
     memcpy(msg + len, nonce, TL_TCP_NONCE_BYTES);
@@ -180,432 +162,445 @@ static void hs_mac(const tl_ctx_t *ctx, int ack, const uint8_t *nonce, uint32_t 
     chorus__hmac_sha256(ctx->auth_key, ctx->auth_key_len, msg, len, out);
 }
 
-/* Move the rest of one step's bytes: 1 when done, 0 when the socket is full or empty. */
-static int hs_io(hs_conn_t *c, void *buf, size_t len, int writing)
+static void hs_reject_bytes(uint8_t out[TL_TCP_MAC_BYTES])
 {
-    while (c->done < len) {
-        ssize_t r = writing ? send(c->fd, (char *)buf + c->done, len - c->done, MSG_NOSIGNAL)
-                            : recv(c->fd, (char *)buf + c->done, len - c->done, 0);
+    memset(out, 0, TL_TCP_MAC_BYTES);
+    memcpy(out, TL_TCP_REJECT, sizeof(TL_TCP_REJECT) - 1);
+}
+
+/* Move the rest of one step's bytes. */
+static int hs_io(tl_tcp_hs_t *hs, void *buf, size_t len, int writing)
+{
+    while (hs->done < len) {
+        ssize_t r = writing ? send(hs->fd, (char *)buf + hs->done, len - hs->done, MSG_NOSIGNAL)
+                            : recv(hs->fd, (char *)buf + hs->done, len - hs->done, 0);
 
         if (r > 0) {
-            c->done += (size_t)r;
+            hs->done += (size_t)r;
             continue;
         }
         if (r == 0)
-            return -1;
+            return HS_EOF;
         if (errno == EINTR)
             continue;
-        return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -1;
+        return errno == EAGAIN || errno == EWOULDBLOCK ? HS_AGAIN : HS_ERROR;
     }
-    c->done = 0;
-    return 1;
+    hs->done = 0;
+    return HS_DONE;
 }
 
-static chorus_status_t hs_watch(hs_t *hs, hs_conn_t *c, int op, uint32_t kind, int index,
-                                uint32_t events)
+static int hs_watch(tl_ctx_t *ctx, tl_tcp_hs_t *hs, int op, uint64_t tag, uint32_t events)
 {
-    struct epoll_event ev = {.events = events,
-                             .data.u64 = ((uint64_t)kind << 32) | (uint32_t)index};
+    struct epoll_event ev = {.events = events, .data.u64 = tag};
 
-    if (epoll_ctl(hs->epfd, op, c->fd, &ev) < 0) {
-        chorus_error("rank %d: tcp setup: epoll_ctl failed: %m", hs->ctx->rank);
-        return CHORUS_ERR_SYSTEM;
+    if (epoll_ctl(ctx->epfd, op, hs->fd, &ev) < 0) {
+        chorus_error("rank %d: tcp: epoll_ctl for a connection being set up failed: %m",
+                     ctx->rank);
+        return -1;
     }
-    return CHORUS_OK;
+    return 0;
 }
 
-static void hs_close(hs_conn_t *c)
+void tl_tcp_hs_close(tl_tcp_hs_t *hs)
 {
-    if (c->fd >= 0)
-        close(c->fd); /* also leaves the setup epoll set */
-    c->fd = -1;
-    c->done = 0;
+    if (hs->fd >= 0)
+        close(hs->fd); /* also leaves the epoll set */
+    hs->fd = -1;
+    hs->done = 0;
+    hs->state = TL_TCP_HS_NONE;
 }
 
-/* The connection is authenticated: it becomes the peer's data connection. */
-static chorus_status_t hs_established(hs_t *hs, hs_conn_t *c)
+/* Wake progress by `when` (the timer keeps the earliest deadline). */
+static void timer_arm(tl_ctx_t *ctx, double when)
 {
-    tl_ctx_t *ctx = hs->ctx;
-    chorus_status_t status;
+    struct itimerspec its = {{0, 0}, {0, 0}};
 
-    epoll_ctl(hs->epfd, EPOLL_CTL_DEL, c->fd, NULL);
-    status = tl_tcp_peer_attach(ctx, &ctx->peers[c->rank], c->fd);
-    if (status != CHORUS_OK) {
-        hs_close(c);
-        return status;
+    if (ctx->timer_at > 0 && ctx->timer_at <= when)
+        return;
+    its.it_value.tv_sec = (time_t)when;
+    its.it_value.tv_nsec = (long)((when - (double)(time_t)when) * 1e9);
+    if (its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0)
+        its.it_value.tv_nsec = 1;
+    if (timerfd_settime(ctx->timer_fd, TFD_TIMER_ABSTIME, &its, NULL) < 0) {
+        chorus_error("rank %d: tcp: timerfd_settime failed: %m", ctx->rank);
+        return;
     }
-    chorus_debug("rank %d: tcp: connected to peer %d", ctx->rank, c->rank);
-    c->fd = -1;
-    c->state = HS_DONE;
-    hs->missing--;
-    return CHORUS_OK;
+    ctx->timer_at = when;
 }
 
-static void hs_out_retry(hs_conn_t *c)
+/* An authenticated connection becomes the peer's data connection. */
+static int hs_established(tl_ctx_t *ctx, tl_tcp_peer_t *peer, tl_tcp_hs_t *hs)
 {
-    hs_close(c);
-    c->state = HS_IDLE;
-    c->when = chorus__now() + c->backoff;
-    c->backoff = c->backoff * 2 < HS_RETRY_MAX_S ? c->backoff * 2 : HS_RETRY_MAX_S;
+    int fd = hs->fd;
+
+    chorus_debug("rank %d: tcp: connected to peer %d", ctx->rank, peer->rank);
+    hs->fd = -1;
+    hs->state = TL_TCP_HS_NONE;
+    peer->accepting = 0;
+    return tl_tcp_peer_attach(ctx, peer, fd);
 }
 
-static chorus_status_t hs_out_start(hs_t *hs, int j)
-{
-    hs_conn_t *c = &hs->out[j];
+/* ---- Our own connection --------------------------------------------------------- */
 
-    c->fd = socket(hs->sa[j].ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (c->fd < 0) {
-        chorus_error("rank %d: tcp setup: socket() for peer %d failed: %m", hs->ctx->rank, j);
-        return CHORUS_ERR_SYSTEM;
+static int hs_gone(tl_ctx_t *ctx, tl_tcp_peer_t *peer, const char *what, int err)
+{
+    chorus_warn("rank %d: tcp: peer %d is gone (%s: %s)", ctx->rank, peer->rank, what,
+                err ? strerror(err) : "closed during the handshake");
+    return tl_tcp_peer_fail(ctx, peer, CHORUS_ERR_PEER_FAILED);
+}
+
+int tl_tcp_connect(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
+{
+    tl_tcp_hs_t *hs = &peer->hs;
+
+    hs->fd = socket(peer->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (hs->fd < 0) {
+        chorus_error("rank %d: tcp: socket() for peer %d failed: %m", ctx->rank, peer->rank);
+        return tl_tcp_peer_fail(ctx, peer, CHORUS_ERR_SYSTEM);
     }
-    tl_tcp_sock_tune(c->fd);
-    if (connect(c->fd, (struct sockaddr *)&hs->sa[j], hs->salen[j]) < 0 &&
-        errno != EINPROGRESS) {
-        chorus_debug("rank %d: tcp setup: connect to peer %d: %m; retrying", hs->ctx->rank, j);
-        hs_out_retry(c);
-        return CHORUS_OK;
-    }
-    c->state = HS_CONNECTING;
-    c->done = 0;
-    return hs_watch(hs, c, EPOLL_CTL_ADD, HS_KIND_OUT, j, EPOLLOUT);
+    tl_tcp_sock_tune(hs->fd);
+    hs->rank = peer->rank;
+    hs->done = 0;
+    hs->state = TL_TCP_HS_CONNECTING;
+    peer->state = TL_TCP_PEER_CONNECTING;
+    peer->deadline = chorus__now() + ctx->timeout_s;
+    /* Every peer listened before its address was published: a refusal means it is gone. */
+    if (connect(hs->fd, (struct sockaddr *)&peer->sa, peer->salen) < 0 && errno != EINPROGRESS)
+        return hs_gone(ctx, peer, "connect", errno);
+    if (hs_watch(ctx, hs, EPOLL_CTL_ADD, TL_TCP_EV(TL_TCP_EV_OUT, peer->rank), EPOLLOUT) < 0)
+        return tl_tcp_peer_fail(ctx, peer, CHORUS_ERR_SYSTEM);
+    timer_arm(ctx, peer->deadline);
+    chorus_debug("rank %d: tcp: connecting to peer %d", ctx->rank, peer->rank);
+    return 0;
 }
 
-/* Connector side; any failure before the peer proves the key means: try again later. */
-static chorus_status_t hs_out_event(hs_t *hs, int j)
+/* The acceptor's 32-byte reply to our hello is in hs->reply. */
+static int hs_out_reply(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
 {
-    tl_ctx_t *ctx = hs->ctx;
-    hs_conn_t *c = &hs->out[j];
-    uint8_t expect[TL_TCP_MAC_BYTES], mac[TL_TCP_MAC_BYTES];
-    int err = 0, r = 0;
+    tl_tcp_hs_t *hs = &peer->hs;
+    uint8_t ack[TL_TCP_MAC_BYTES], yield[TL_TCP_MAC_BYTES], reject[TL_TCP_MAC_BYTES];
+    uint32_t me = (uint32_t)ctx->rank, them = (uint32_t)peer->rank;
+
+    hs_mac(ctx, "ack", hs->nonce, me, them, ack);
+    hs_mac(ctx, "yld", hs->nonce, me, them, yield);
+    hs_reject_bytes(reject);
+    if (chorus__mac_equal(ack, hs->reply, sizeof(ack)))
+        return hs_established(ctx, peer, hs);
+    if (chorus__mac_equal(yield, hs->reply, sizeof(yield))) {
+        /* Both connected at once and the peer's connection wins: it is on its way. */
+        chorus_debug("rank %d: tcp: peer %d connects to this rank as well; using its "
+                     "connection", ctx->rank, peer->rank);
+        tl_tcp_hs_close(hs);
+        peer->state = TL_TCP_PEER_WAITING;
+        return 0;
+    }
+    if (memcmp(reject, hs->reply, sizeof(reject)) == 0)
+        chorus_error("rank %d: tcp: peer %d refused this rank's hello (another job key or "
+                     "another version of chorus?)", ctx->rank, peer->rank);
+    else
+        chorus_error("rank %d: tcp: the listener at peer %d's address did not prove the job "
+                     "key", ctx->rank, peer->rank);
+    return tl_tcp_peer_fail(ctx, peer, CHORUS_ERR_AUTH);
+}
+
+int tl_tcp_hs_out_event(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
+{
+    tl_tcp_hs_t *hs = &peer->hs;
+    uint64_t tag = TL_TCP_EV(TL_TCP_EV_OUT, peer->rank);
+    uint8_t mac[TL_TCP_MAC_BYTES];
+    int err = 0, r = HS_AGAIN;
     socklen_t len = sizeof(err);
 
-    switch (c->state) {
-    case HS_CONNECTING:
-        if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+    if (peer->state != TL_TCP_PEER_CONNECTING || hs->fd < 0)
+        return 0;
+    switch (hs->state) {
+    case TL_TCP_HS_CONNECTING:
+        if (getsockopt(hs->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
             err = errno;
-        if (err != 0) {
-            chorus_debug("rank %d: tcp setup: connect to peer %d: %s; retrying", ctx->rank, j,
-                         strerror(err));
-            hs_out_retry(c);
-            return CHORUS_OK;
-        }
-        c->state = HS_NONCE;
-        if (hs_watch(hs, c, EPOLL_CTL_MOD, HS_KIND_OUT, j, EPOLLIN) != CHORUS_OK)
-            return CHORUS_ERR_SYSTEM;
+        if (err != 0)
+            return hs_gone(ctx, peer, "connect", err);
+        hs->state = TL_TCP_HS_NONCE;
+        if (hs_watch(ctx, hs, EPOLL_CTL_MOD, tag, EPOLLIN) < 0)
+            return tl_tcp_peer_fail(ctx, peer, CHORUS_ERR_SYSTEM);
         /* fall through - the nonce may already be there */
-    case HS_NONCE:
-        r = hs_io(c, c->nonce, sizeof(c->nonce), 0);
-        if (r <= 0)
+    case TL_TCP_HS_NONCE:
+        r = hs_io(hs, hs->nonce, sizeof(hs->nonce), 0);
+        if (r != HS_DONE)
             break;
-        hs_mac(ctx, 0, c->nonce, (uint32_t)ctx->rank, (uint32_t)j, mac);
-        tl_tcp_hello_encode(&c->hello, (uint32_t)ctx->rank, (uint32_t)j, mac);
-        c->state = HS_HELLO;
+        hs_mac(ctx, NULL, hs->nonce, (uint32_t)ctx->rank, (uint32_t)peer->rank, mac);
+        tl_tcp_hello_encode(&hs->hello, (uint32_t)ctx->rank, (uint32_t)peer->rank, mac);
+        hs->state = TL_TCP_HS_HELLO;
         /* fall through */
-    case HS_HELLO:
-        r = hs_io(c, &c->hello, sizeof(c->hello), 1);
-        if (r == 0)
-            return hs_watch(hs, c, EPOLL_CTL_MOD, HS_KIND_OUT, j, EPOLLOUT);
-        if (r < 0)
+    case TL_TCP_HS_HELLO:
+        r = hs_io(hs, &hs->hello, sizeof(hs->hello), 1);
+        if (r == HS_AGAIN)
+            return hs_watch(ctx, hs, EPOLL_CTL_MOD, tag, EPOLLOUT) < 0
+                       ? tl_tcp_peer_fail(ctx, peer, CHORUS_ERR_SYSTEM) : 0;
+        if (r != HS_DONE)
             break;
-        c->state = HS_ACK;
-        if (hs_watch(hs, c, EPOLL_CTL_MOD, HS_KIND_OUT, j, EPOLLIN) != CHORUS_OK)
-            return CHORUS_ERR_SYSTEM;
+        hs->state = TL_TCP_HS_REPLY;
+        if (hs_watch(ctx, hs, EPOLL_CTL_MOD, tag, EPOLLIN) < 0)
+            return tl_tcp_peer_fail(ctx, peer, CHORUS_ERR_SYSTEM);
         /* fall through */
-    case HS_ACK:
-        r = hs_io(c, c->ack, sizeof(c->ack), 0);
-        if (r <= 0)
-            break;
-        hs_mac(ctx, 1, c->nonce, (uint32_t)ctx->rank, (uint32_t)j, expect);
-        if (!chorus__mac_equal(expect, c->ack, sizeof(expect))) {
-            hs_drop_log(hs, "rank %d: tcp setup: the listener at peer %d's address did not "
-                        "prove the job key; dropping it", ctx->rank, j);
-            hs->rejected++;
-            hs_out_retry(c);
-            return CHORUS_OK;
-        }
-        return hs_established(hs, c);
+    case TL_TCP_HS_REPLY:
+        r = hs_io(hs, hs->reply, sizeof(hs->reply), 0);
+        if (r == HS_DONE)
+            return hs_out_reply(ctx, peer);
+        break;
     default:
-        return CHORUS_OK;
+        return 0;
     }
-    if (r < 0) {
-        chorus_debug("rank %d: tcp setup: connection to peer %d closed during the handshake; "
-                     "retrying", ctx->rank, j);
-        hs_out_retry(c);
-    }
-    return CHORUS_OK;
+    if (r == HS_EOF || r == HS_ERROR)
+        return hs_gone(ctx, peer, "handshake", r == HS_ERROR ? errno : 0);
+    return 0;
 }
 
-/* Acceptor side: checks the hello; returns 1 when it is genuine. */
-static int hs_hello_ok(hs_t *hs, hs_conn_t *c)
+/* ---- Connections from others ----------------------------------------------------- */
+
+/* The reply to a genuine hello from `from` arriving in slot: ack, or yield to our own. */
+static void hs_in_decide(tl_ctx_t *ctx, tl_tcp_hs_t *hs, int slot, uint32_t from)
 {
-    tl_ctx_t *ctx = hs->ctx;
+    tl_tcp_peer_t *peer = &ctx->peers[from];
+
+    hs->rank = (int)from;
+    if (peer->state == TL_TCP_PEER_CONNECTING && ctx->rank > (int)from) {
+        /* Both connect at once: the higher rank's connection survives. */
+        hs_mac(ctx, "yld", hs->nonce, from, (uint32_t)ctx->rank, hs->reply);
+        hs->accept = 0;
+        ctx->stats.collisions++;
+        return;
+    }
+    if (peer->state == TL_TCP_PEER_CONNECTING) {
+        /* Ours loses: the peer yields to this one; the queued sends go on it. */
+        tl_tcp_hs_close(&peer->hs);
+        ctx->stats.collisions++;
+    } else if (peer->state == TL_TCP_PEER_IDLE) {
+        peer->deadline = chorus__now() + ctx->timeout_s;
+    }
+    peer->state = TL_TCP_PEER_WAITING;
+    peer->accepting = slot + 1;
+    hs_mac(ctx, "ack", hs->nonce, from, (uint32_t)ctx->rank, hs->reply);
+    hs->accept = 1;
+}
+
+/* Check the hello in hs; 0 with the reply set, or -1 to close without a word. */
+static int hs_in_hello(tl_ctx_t *ctx, tl_tcp_hs_t *hs, int slot)
+{
     uint8_t expect[TL_TCP_MAC_BYTES], mac[TL_TCP_MAC_BYTES];
+    tl_tcp_peer_t *peer;
     char why[128];
     uint32_t from;
 
-    if (tl_tcp_hello_decode(&c->hello, sizeof(c->hello), ctx->rank, ctx->size, &from, mac, why,
-                            sizeof(why)) != CHORUS_OK) {
-        hs_drop_log(hs, "rank %d: tcp setup: dropping %s", ctx->rank, why);
+    hs->accept = 0;
+    hs_reject_bytes(hs->reply);
+    if (tl_tcp_hello_decode(&hs->hello, sizeof(hs->hello), ctx->rank, ctx->size, &from, mac,
+                            why, sizeof(why)) != CHORUS_OK) {
+        hs_drop_log(ctx, "rank %d: tcp: dropping %s", ctx->rank, why);
         return 0;
     }
-    hs_mac(ctx, 0, c->nonce, from, (uint32_t)ctx->rank, expect);
+    hs_mac(ctx, NULL, hs->nonce, from, (uint32_t)ctx->rank, expect);
     if (!chorus__mac_equal(expect, mac, sizeof(expect))) {
-        hs_drop_log(hs, "rank %d: tcp setup: a connection claiming to be rank %u failed "
+        hs_drop_log(ctx, "rank %d: tcp: a connection claiming to be rank %u failed "
                     "authentication (wrong job key?); dropping it", ctx->rank, from);
-        hs->rejected++;
         return 0;
     }
-    if (ctx->peers[from].fd >= 0) {
-        hs_drop_log(hs, "rank %d: tcp setup: duplicate connection from rank %u; dropping it",
-                    ctx->rank, from);
-        return 0;
+    peer = &ctx->peers[from];
+    if (peer->state == TL_TCP_PEER_CLOSED) {
+        chorus_debug("rank %d: tcp: a connection from peer %u, which failed already; "
+                     "closing it", ctx->rank, from);
+        return -1;
     }
-    c->rank = (int)from;
-    return 1;
+    if (peer->state == TL_TCP_PEER_UP || peer->accepting) {
+        /* What is left of a collision: the peer has given this attempt up already. */
+        chorus_debug("rank %d: tcp: a second connection from peer %u; closing it", ctx->rank,
+                     from);
+        return -1;
+    }
+    hs_in_decide(ctx, hs, slot, from);
+    return 0;
 }
 
-static chorus_status_t hs_in_event(hs_t *hs, int i)
+/* The reply is written: an ack makes the connection the peer's; the others close. */
+static int hs_in_replied(tl_ctx_t *ctx, tl_tcp_hs_t *hs)
 {
-    hs_conn_t *c = &hs->in[i];
-    int r = 0;
+    if (!hs->accept) {
+        tl_tcp_hs_close(hs);
+        return 0;
+    }
+    return hs_established(ctx, &ctx->peers[hs->rank], hs);
+}
 
-    switch (c->state) {
-    case HS_NONCE:
-        r = hs_io(c, c->nonce, sizeof(c->nonce), 1);
-        if (r <= 0)
+/* An incoming connection ended early; the peer it proved to be, if any, is gone. */
+static int hs_in_lost(tl_ctx_t *ctx, tl_tcp_hs_t *hs, int err)
+{
+    if (hs->accept && hs->rank >= 0 && ctx->peers[hs->rank].accepting) {
+        tl_tcp_peer_t *peer = &ctx->peers[hs->rank];
+
+        peer->accepting = 0;
+        tl_tcp_hs_close(hs);
+        return hs_gone(ctx, peer, "handshake", err);
+    }
+    chorus_debug("rank %d: tcp: an incoming connection closed during the handshake",
+                 ctx->rank);
+    tl_tcp_hs_close(hs);
+    return 0;
+}
+
+int tl_tcp_hs_in_event(tl_ctx_t *ctx, int slot)
+{
+    tl_tcp_hs_t *hs = &ctx->in[slot];
+    uint64_t tag = TL_TCP_EV(TL_TCP_EV_IN, slot);
+    int r = HS_AGAIN;
+
+    if (hs->fd < 0)
+        return 0;
+    switch (hs->state) {
+    case TL_TCP_HS_NONCE:
+        r = hs_io(hs, hs->nonce, sizeof(hs->nonce), 1);
+        if (r != HS_DONE)
             break;
-        c->state = HS_HELLO;
-        if (hs_watch(hs, c, EPOLL_CTL_MOD, HS_KIND_IN, i, EPOLLIN) != CHORUS_OK)
-            return CHORUS_ERR_SYSTEM;
+        hs->state = TL_TCP_HS_HELLO;
+        if (hs_watch(ctx, hs, EPOLL_CTL_MOD, tag, EPOLLIN) < 0)
+            return hs_in_lost(ctx, hs, 0);
         /* fall through */
-    case HS_HELLO:
-        r = hs_io(c, &c->hello, sizeof(c->hello), 0);
-        if (r <= 0)
+    case TL_TCP_HS_HELLO:
+        r = hs_io(hs, &hs->hello, sizeof(hs->hello), 0);
+        if (r != HS_DONE)
             break;
-        if (!hs_hello_ok(hs, c)) {
-            hs_close(c);
-            return CHORUS_OK;
+        if (hs_in_hello(ctx, hs, slot) < 0) {
+            tl_tcp_hs_close(hs);
+            return 0;
         }
-        hs_mac(hs->ctx, 1, c->nonce, (uint32_t)c->rank, (uint32_t)hs->ctx->rank, c->ack);
-        c->state = HS_ACK;
+        hs->state = TL_TCP_HS_REPLY;
         /* fall through */
-    case HS_ACK:
-        r = hs_io(c, c->ack, sizeof(c->ack), 1);
-        if (r <= 0)
-            break;
-        /* Two genuine connections from one rank cannot both be kept. */
-        if (hs->ctx->peers[c->rank].fd >= 0) {
-            hs_close(c);
-            return CHORUS_OK;
-        }
-        return hs_established(hs, c);
+    case TL_TCP_HS_REPLY:
+        r = hs_io(hs, hs->reply, sizeof(hs->reply), 1);
+        if (r == HS_DONE)
+            return hs_in_replied(ctx, hs);
+        break;
     default:
-        return CHORUS_OK;
+        return 0;
     }
-    if (r < 0) {
-        chorus_debug("rank %d: tcp setup: an incoming connection closed during the handshake",
-                     hs->ctx->rank);
-        hs_close(c);
-    } else if (c->state != HS_HELLO) {
-        return hs_watch(hs, c, EPOLL_CTL_MOD, HS_KIND_IN, i, EPOLLOUT);
-    }
-    return CHORUS_OK;
+    if (r == HS_EOF || r == HS_ERROR)
+        return hs_in_lost(ctx, hs, r == HS_ERROR ? errno : 0);
+    if (hs->state != TL_TCP_HS_HELLO && hs_watch(ctx, hs, EPOLL_CTL_MOD, tag, EPOLLOUT) < 0)
+        return hs_in_lost(ctx, hs, 0);
+    return 0;
 }
 
-/* A slot for a new incoming connection; the oldest pending one yields when all are taken. */
-static int hs_in_slot(hs_t *hs)
+/*
+ * A slot for a new incoming connection. When all are taken, the oldest one
+ * that has not proven a rank yields: a flood of connections may delay real
+ * peers but never displaces one that authenticated.
+ */
+static int hs_in_slot(tl_ctx_t *ctx)
 {
-    int oldest = 0;
+    int oldest = -1;
 
-    for (int i = 0; i < hs->in_max; i++) {
-        if (hs->in[i].fd < 0)
+    for (int i = 0; i < ctx->in_max; i++) {
+        tl_tcp_hs_t *hs = &ctx->in[i];
+
+        if (hs->fd < 0)
             return i;
-        if (hs->in[i].when < hs->in[oldest].when)
+        if (hs->rank < 0 && (oldest < 0 || hs->deadline < ctx->in[oldest].deadline))
             oldest = i;
     }
-    hs_drop_log(hs, "rank %d: tcp setup: %d connections wait for authentication; dropping the "
-                "oldest", hs->ctx->rank, hs->in_max);
-    hs_close(&hs->in[oldest]);
+    if (oldest < 0)
+        return -1;
+    hs_drop_log(ctx, "rank %d: tcp: %d connections wait for authentication; dropping the "
+                "oldest", ctx->rank, ctx->in_max);
+    tl_tcp_hs_close(&ctx->in[oldest]);
     return oldest;
 }
 
-static chorus_status_t hs_accept(hs_t *hs)
+int tl_tcp_hs_accept(tl_ctx_t *ctx)
 {
-    for (;;) {
-        int fd = accept4(hs->ctx->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        hs_conn_t *c;
-        int i;
+    int n = 0;
+
+    while (ctx->listen_fd >= 0) {
+        int fd = accept4(ctx->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        tl_tcp_hs_t *hs;
+        int slot;
 
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
             if (errno != EAGAIN && errno != EWOULDBLOCK)
-                hs_drop_log(hs, "rank %d: tcp setup: accept failed: %m", hs->ctx->rank);
-            return CHORUS_OK;
+                hs_drop_log(ctx, "rank %d: tcp: accept failed: %m", ctx->rank);
+            return n;
         }
-        i = hs_in_slot(hs);
-        c = &hs->in[i];
-        c->fd = fd;
-        c->state = HS_NONCE;
-        c->rank = -1;
-        c->done = 0;
-        c->when = chorus__now();
-        tl_tcp_sock_tune(fd);
-        if (chorus__random_bytes(c->nonce, sizeof(c->nonce)) != 0) {
-            hs_close(c);
-            return CHORUS_ERR_SYSTEM;
-        }
-        if (hs_watch(hs, c, EPOLL_CTL_ADD, HS_KIND_IN, i, EPOLLOUT) != CHORUS_OK ||
-            hs_in_event(hs, i) != CHORUS_OK)
-            return CHORUS_ERR_SYSTEM;
-    }
-}
-
-/* Parse the blobs of the ranks this one connects to; they came from the bootstrap. */
-static chorus_status_t hs_resolve(hs_t *hs, const void *addrs)
-{
-    for (int j = 0; j < hs->ctx->rank; j++) {
-        tl_tcp_addr_t blob;
-        int rc;
-
-        if (tl_tcp_addr_decode((const char *)addrs + (size_t)j * TL_ADDR_MAX, TL_ADDR_MAX,
-                               &blob) != CHORUS_OK) {
-            chorus_error("rank %d: tcp: the address blob of rank %d is malformed",
-                         hs->ctx->rank, j);
-            return CHORUS_ERR_INVALID_ARG;
-        }
-        rc = tl_tcp_addr_resolve(&blob, &hs->sa[j], &hs->salen[j]);
-        if (rc != 0) {
-            chorus_error("rank %d: tcp: address '%s' port '%s' of rank %d is invalid: %s",
-                         hs->ctx->rank, blob.host, blob.port, j, gai_strerror(rc));
-            return CHORUS_ERR_INVALID_ARG;
-        }
-    }
-    return CHORUS_OK;
-}
-
-static chorus_status_t hs_init(hs_t *hs, tl_ctx_t *ctx, const void *addrs)
-{
-    size_t lower = (size_t)ctx->rank + 1;
-    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (uint64_t)HS_KIND_LISTEN << 32};
-
-    memset(hs, 0, sizeof(*hs));
-    hs->ctx = ctx;
-    hs->missing = ctx->size - 1;
-    hs->in_max = 2 * (ctx->size - ctx->rank) + 8;
-    hs->sa = calloc(lower, sizeof(*hs->sa));
-    hs->salen = calloc(lower, sizeof(*hs->salen));
-    hs->out = calloc(lower, sizeof(*hs->out));
-    hs->in = calloc((size_t)hs->in_max, sizeof(*hs->in));
-    hs->epfd = -1;
-    if (hs->sa == NULL || hs->salen == NULL || hs->out == NULL || hs->in == NULL)
-        return CHORUS_ERR_NO_MEMORY;
-    for (int j = 0; j < ctx->rank; j++) {
-        hs->out[j].fd = -1;
-        hs->out[j].rank = j;
-        hs->out[j].backoff = HS_RETRY_S;
-    }
-    for (int i = 0; i < hs->in_max; i++)
-        hs->in[i].fd = -1;
-    hs->epfd = epoll_create1(EPOLL_CLOEXEC);
-    if (hs->epfd < 0 || epoll_ctl(hs->epfd, EPOLL_CTL_ADD, ctx->listen_fd, &ev) < 0) {
-        chorus_error("rank %d: tcp setup: epoll failed: %m", ctx->rank);
-        return CHORUS_ERR_SYSTEM;
-    }
-    return hs_resolve(hs, addrs);
-}
-
-static void hs_fini(hs_t *hs)
-{
-    for (int j = 0; hs->out != NULL && j < hs->ctx->rank; j++)
-        hs_close(&hs->out[j]);
-    for (int i = 0; hs->in != NULL && i < hs->in_max; i++)
-        hs_close(&hs->in[i]);
-    if (hs->epfd >= 0)
-        close(hs->epfd);
-    free(hs->sa);
-    free(hs->salen);
-    free(hs->out);
-    free(hs->in);
-}
-
-static chorus_status_t hs_report_missing(const hs_t *hs)
-{
-    const tl_ctx_t *ctx = hs->ctx;
-    char list[256];
-    size_t used = 0;
-
-    list[0] = '\0';
-    for (int r = 0; r < ctx->size && used < sizeof(list) - 8; r++) {
-        if (r == ctx->rank || ctx->peers[r].fd >= 0)
+        slot = hs_in_slot(ctx);
+        if (slot < 0) {
+            close(fd);
             continue;
-        used += (size_t)snprintf(list + used, sizeof(list) - used, "%s%d", used ? " " : "", r);
+        }
+        hs = &ctx->in[slot];
+        memset(hs, 0, sizeof(*hs));
+        hs->fd = fd;
+        hs->state = TL_TCP_HS_NONCE;
+        hs->rank = -1;
+        hs->deadline = chorus__now() + ctx->timeout_s;
+        tl_tcp_sock_tune(fd);
+        if (chorus__random_bytes(hs->nonce, sizeof(hs->nonce)) != 0 ||
+            hs_watch(ctx, hs, EPOLL_CTL_ADD, TL_TCP_EV(TL_TCP_EV_IN, slot), EPOLLOUT) < 0) {
+            chorus_error("rank %d: tcp: cannot take an incoming connection", ctx->rank);
+            tl_tcp_hs_close(hs);
+            continue;
+        }
+        timer_arm(ctx, hs->deadline);
+        n += tl_tcp_hs_in_event(ctx, slot);
     }
-    if (used >= sizeof(list) - 8)
-        snprintf(list + sizeof(list) - 8, 8, " ...");
-    chorus_error("rank %d: tcp: no authenticated connection to %d rank(s) [%s] within %g s%s",
-                 ctx->rank, hs->missing, list, ctx->timeout_s,
-                 hs->rejected ? "; some connections failed authentication" : "");
-    return hs->rejected ? CHORUS_ERR_AUTH : CHORUS_ERR_TIMEOUT;
+    return n;
 }
 
-/* One round: start due connects, wait for events until the next retry or deadline. */
-static chorus_status_t hs_round(hs_t *hs, double deadline)
+void tl_tcp_hs_close_all(tl_ctx_t *ctx)
 {
-    struct epoll_event ev[HS_EVENTS];
-    chorus_status_t status = CHORUS_OK;
-    double wake = deadline;
-    int k;
-
-    for (int j = 0; j < hs->ctx->rank && status == CHORUS_OK; j++) {
-        if (hs->out[j].state == HS_IDLE && hs->out[j].when <= chorus__now())
-            status = hs_out_start(hs, j);
-        if (hs->out[j].state == HS_IDLE && hs->out[j].when < wake)
-            wake = hs->out[j].when;
-    }
-    if (status != CHORUS_OK)
-        return status;
-    k = epoll_wait(hs->epfd, ev, HS_EVENTS, chorus__ms_left(wake));
-    if (k < 0 && errno != EINTR) {
-        chorus_error("rank %d: tcp setup: epoll_wait failed: %m", hs->ctx->rank);
-        return CHORUS_ERR_SYSTEM;
-    }
-    for (int i = 0; i < k && status == CHORUS_OK; i++) {
-        uint32_t kind = (uint32_t)(ev[i].data.u64 >> 32);
-        int index = (int)(uint32_t)ev[i].data.u64;
-
-        if (kind == HS_KIND_LISTEN)
-            status = hs_accept(hs);
-        else if (kind == HS_KIND_OUT && hs->out[index].fd >= 0)
-            status = hs_out_event(hs, index);
-        else if (kind == HS_KIND_IN && hs->in[index].fd >= 0)
-            status = hs_in_event(hs, index);
-    }
-    return status;
+    for (int i = 0; i < ctx->in_max; i++)
+        tl_tcp_hs_close(&ctx->in[i]);
 }
 
-chorus_status_t tl_tcp_connect_all(tl_ctx_t *ctx, const void *addrs)
-{
-    chorus_status_t status;
-    double deadline;
-    hs_t hs;
+/* ---- Deadlines ------------------------------------------------------------------- */
 
-    if (ctx == NULL || addrs == NULL || ctx->connected || ctx->listen_fd < 0) {
-        chorus_error("tcp: connect_all: invalid context or addresses, or called twice");
-        return CHORUS_ERR_INVALID_ARG;
+static int hs_expire_peer(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
+{
+    chorus_error("rank %d: tcp: no authenticated connection to peer %d within %g s",
+                 ctx->rank, peer->rank, ctx->timeout_s);
+    return tl_tcp_peer_fail(ctx, peer, CHORUS_ERR_TIMEOUT);
+}
+
+int tl_tcp_hs_timer(tl_ctx_t *ctx)
+{
+    uint64_t expirations;
+    double now = chorus__now(), next = 0;
+    int n = 0;
+
+    if (read(ctx->timer_fd, &expirations, sizeof(expirations)) < 0 && errno != EAGAIN)
+        chorus_debug("rank %d: tcp: reading the timerfd failed: %m", ctx->rank);
+    ctx->timer_at = 0;
+    for (int r = 0; r < ctx->size; r++) {
+        tl_tcp_peer_t *peer = &ctx->peers[r];
+
+        if (peer->state != TL_TCP_PEER_CONNECTING && peer->state != TL_TCP_PEER_WAITING)
+            continue;
+        if (peer->deadline <= now)
+            n += hs_expire_peer(ctx, peer);
+        else if (next == 0 || peer->deadline < next)
+            next = peer->deadline;
     }
-    deadline = chorus__now() + ctx->timeout_s;
-    status = hs_init(&hs, ctx, addrs);
-    while (status == CHORUS_OK && hs.missing > 0 && chorus__now() < deadline)
-        status = hs_round(&hs, deadline);
-    if (status == CHORUS_OK && hs.missing > 0)
-        status = hs_report_missing(&hs);
-    hs_fini(&hs);
-    if (status != CHORUS_OK)
-        return status;
-    /* The mesh is complete: nobody else may connect. */
-    close(ctx->listen_fd);
-    ctx->listen_fd = -1;
-    ctx->connected = 1;
-    return CHORUS_OK;
+    for (int i = 0; i < ctx->in_max; i++) {
+        tl_tcp_hs_t *hs = &ctx->in[i];
+
+        if (hs->fd < 0 || hs->accept)
+            continue; /* an accepted one goes with its peer's deadline */
+        if (hs->deadline <= now) {
+            hs_drop_log(ctx, "rank %d: tcp: an incoming connection did not authenticate "
+                        "within %g s; dropping it", ctx->rank, ctx->timeout_s);
+            tl_tcp_hs_close(hs);
+        } else if (next == 0 || hs->deadline < next) {
+            next = hs->deadline;
+        }
+    }
+    if (next > 0)
+        timer_arm(ctx, next);
+    return n;
 }

@@ -1,5 +1,6 @@
 /*
- * TCP transport: context lifetime, address, progress and the ops table.
+ * TCP transport: context lifetime, variables, address, progress and the ops
+ * table.
  */
 #include "transports/tcp/tcp.h"
 
@@ -11,6 +12,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include "util/log.h"
@@ -20,8 +22,27 @@
 #define TL_TCP_EVENTS       64
 
 _Static_assert(sizeof(tl_tcp_addr_t) <= TL_ADDR_MAX, "tcp address blob exceeds TL_ADDR_MAX");
-_Static_assert(sizeof(tl_tcp_hdr_t) == 24, "tcp header must have no padding");
+_Static_assert(sizeof(tl_tcp_hdr_t) == 32, "tcp header must have no padding");
 _Static_assert(sizeof(tl_tcp_hello_t) == 48, "tcp hello must have no padding");
+
+static const chorus__config_var_t tcp_vars[] = {
+    {"CHORUS_TCP_EAGER_SIZE", "256K",
+     "messages of at most this many bytes go to a peer at once while the peer's window has "
+     "room for them; larger ones, and any the window cannot take, are announced and sent "
+     "once the receiver posts its receive, straight into its buffer (K, M, G suffixes)",
+     chorus__config_parse_size, offsetof(tl_tcp_config_t, eager_bytes)},
+    {"CHORUS_TCP_WINDOW", "4M",
+     "bytes of messages that have not met their receive yet which a rank holds for each "
+     "peer; a peer that has filled it sends by rendezvous until the receives are posted. "
+     "It also bounds the bytes of unexpected-message buffers kept for reuse (K, M, G "
+     "suffixes)",
+     chorus__config_parse_size, offsetof(tl_tcp_config_t, window_bytes)},
+};
+
+const chorus__config_table_t tl_tcp_config_table = {
+    "tcp", "tcp: the network transport",
+    tcp_vars, sizeof(tcp_vars) / sizeof(tcp_vars[0]),
+};
 
 /* Best effort: the kernel caps the buffers at net.core.[rw]mem_max. */
 void tl_tcp_sock_tune(int fd)
@@ -112,8 +133,12 @@ err_free:
 
 static void tcp_ctx_free(tl_ctx_t *ctx)
 {
+    if (ctx->in != NULL)
+        tl_tcp_hs_close_all(ctx);
     if (ctx->listen_fd >= 0)
         close(ctx->listen_fd);
+    if (ctx->timer_fd >= 0)
+        close(ctx->timer_fd);
     if (ctx->epfd >= 0)
         close(ctx->epfd);
     if (ctx->auth_key != NULL) {
@@ -122,8 +147,86 @@ static void tcp_ctx_free(tl_ctx_t *ctx)
     }
     tl_tcp_ue_cache_clear(ctx);
     free(ctx->scratch);
+    free(ctx->in);
     free(ctx->peers);
     free(ctx);
+}
+
+/* Variables from the environment, once per context. */
+static chorus_status_t tcp_read_config(tl_ctx_t *ctx)
+{
+    if (chorus__config_read(&tl_tcp_config_table, &ctx->cfg) != CHORUS_OK)
+        return CHORUS_ERR_INVALID_ARG;
+    if (ctx->cfg.eager_bytes > TL_TCP_MAX_MSG || ctx->cfg.window_bytes > TL_TCP_MAX_MSG) {
+        chorus_error("rank %d: tcp: CHORUS_TCP_EAGER_SIZE (%zu) and CHORUS_TCP_WINDOW (%zu) "
+                     "must not exceed %llu bytes", ctx->rank, ctx->cfg.eager_bytes,
+                     ctx->cfg.window_bytes, (unsigned long long)TL_TCP_MAX_MSG);
+        return CHORUS_ERR_INVALID_ARG;
+    }
+    return CHORUS_OK;
+}
+
+static chorus_status_t tcp_watch(tl_ctx_t *ctx, int fd, uint32_t kind)
+{
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = TL_TCP_EV(kind, 0)};
+
+    if (epoll_ctl(ctx->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+        chorus_error("rank %d: tcp: epoll_ctl(add) failed: %m", ctx->rank);
+        return CHORUS_ERR_SYSTEM;
+    }
+    return CHORUS_OK;
+}
+
+/* The epoll set progress() drives: the listener, the handshake timer, then connections. */
+static chorus_status_t tcp_events_open(tl_ctx_t *ctx, const char *host)
+{
+    chorus_status_t status;
+
+    ctx->epfd = epoll_create1(EPOLL_CLOEXEC);
+    ctx->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (ctx->epfd < 0 || ctx->timer_fd < 0) {
+        chorus_error("rank %d: tcp: epoll_create1 or timerfd_create failed: %m", ctx->rank);
+        return CHORUS_ERR_SYSTEM;
+    }
+    status = tcp_watch(ctx, ctx->timer_fd, TL_TCP_EV_TIMER);
+    if (status == CHORUS_OK)
+        status = tcp_listen(ctx, host);
+    if (status == CHORUS_OK)
+        status = tcp_watch(ctx, ctx->listen_fd, TL_TCP_EV_LISTEN);
+    return status;
+}
+
+static tl_ctx_t *tcp_ctx_alloc(const tl_ctx_params_t *params)
+{
+    tl_ctx_t *ctx = calloc(1, sizeof(*ctx));
+
+    if (ctx == NULL)
+        return NULL;
+    ctx->rank = params->rank;
+    ctx->size = params->size;
+    ctx->timeout_s = params->timeout_s;
+    ctx->listen_fd = ctx->epfd = ctx->timer_fd = -1;
+    ctx->fatal = CHORUS_OK;
+    ctx->ctrl = params->ctrl;
+    ctx->ctrl_arg = params->ctrl_arg;
+    ctx->scratch_len = TL_TCP_SCRATCH;
+    /* Every other rank may be authenticating at once, with room for strangers besides. */
+    ctx->in_max = 2 * (params->size - 1) + 8;
+    ctx->peers = calloc((size_t)params->size, sizeof(*ctx->peers));
+    ctx->in = calloc((size_t)ctx->in_max, sizeof(*ctx->in));
+    ctx->scratch = malloc(ctx->scratch_len);
+    ctx->auth_key = malloc(params->auth_key_len);
+    for (int i = 0; ctx->in != NULL && i < ctx->in_max; i++)
+        ctx->in[i].fd = -1;
+    if (ctx->peers == NULL || ctx->in == NULL || ctx->scratch == NULL || ctx->auth_key == NULL) {
+        tcp_ctx_free(ctx);
+        return NULL;
+    }
+    memcpy(ctx->auth_key, params->auth_key, params->auth_key_len);
+    ctx->auth_key_len = params->auth_key_len;
+    for (int r = 0; r < ctx->size; r++)
+        tl_tcp_peer_init(&ctx->peers[r], r);
+    return ctx;
 }
 
 static chorus_status_t tcp_ctx_create(const tl_ctx_params_t *params, tl_ctx_t **ctx_p)
@@ -134,46 +237,21 @@ static chorus_status_t tcp_ctx_create(const tl_ctx_params_t *params, tl_ctx_t **
     chorus__log_init();
     if (status != CHORUS_OK)
         return status;
-    ctx = calloc(1, sizeof(*ctx));
-    if (ctx == NULL)
-        return CHORUS_ERR_NO_MEMORY;
-    ctx->rank = params->rank;
-    ctx->size = params->size;
-    ctx->timeout_s = params->timeout_s;
-    ctx->listen_fd = -1;
-    ctx->epfd = -1;
-    ctx->fatal = CHORUS_OK;
-    ctx->ctrl = params->ctrl;
-    ctx->ctrl_arg = params->ctrl_arg;
-    ctx->scratch_len = TL_TCP_SCRATCH;
-    ctx->peers = calloc((size_t)params->size, sizeof(*ctx->peers));
-    ctx->scratch = malloc(ctx->scratch_len);
-    ctx->auth_key = malloc(params->auth_key_len);
-    if (ctx->peers == NULL || ctx->scratch == NULL || ctx->auth_key == NULL) {
+    ctx = tcp_ctx_alloc(params);
+    if (ctx == NULL) {
         chorus_error("rank %d: tcp: no memory for a context of %d peers", params->rank,
                      params->size);
-        status = CHORUS_ERR_NO_MEMORY;
-        goto err_free;
+        return CHORUS_ERR_NO_MEMORY;
     }
-    memcpy(ctx->auth_key, params->auth_key, params->auth_key_len);
-    ctx->auth_key_len = params->auth_key_len;
-    for (int r = 0; r < ctx->size; r++)
-        tl_tcp_peer_init(&ctx->peers[r], r);
-    ctx->epfd = epoll_create1(EPOLL_CLOEXEC);
-    if (ctx->epfd < 0) {
-        chorus_error("rank %d: tcp: epoll_create1 failed: %m", ctx->rank);
-        status = CHORUS_ERR_SYSTEM;
-        goto err_free;
+    status = tcp_read_config(ctx);
+    if (status == CHORUS_OK)
+        status = tcp_events_open(ctx, params->bind_host);
+    if (status != CHORUS_OK) {
+        tcp_ctx_free(ctx);
+        return status;
     }
-    status = tcp_listen(ctx, params->bind_host);
-    if (status != CHORUS_OK)
-        goto err_free;
     *ctx_p = ctx;
     return CHORUS_OK;
-
-err_free:
-    tcp_ctx_free(ctx);
-    return status;
 }
 
 static chorus_status_t tcp_get_address(tl_ctx_t *ctx, void *addr, size_t *len_p)
@@ -201,6 +279,33 @@ static chorus_status_t tcp_get_address(tl_ctx_t *ctx, void *addr, size_t *len_p)
     return CHORUS_OK;
 }
 
+static int tcp_event(tl_ctx_t *ctx, const struct epoll_event *ev)
+{
+    uint32_t kind = (uint32_t)(ev->data.u64 >> 32);
+    int index = (int)(uint32_t)ev->data.u64;
+    tl_tcp_peer_t *peer;
+    int n = 0;
+
+    switch (kind) {
+    case TL_TCP_EV_LISTEN:
+        return tl_tcp_hs_accept(ctx);
+    case TL_TCP_EV_TIMER:
+        return tl_tcp_hs_timer(ctx);
+    case TL_TCP_EV_OUT:
+        return tl_tcp_hs_out_event(ctx, &ctx->peers[index]);
+    case TL_TCP_EV_IN:
+        return tl_tcp_hs_in_event(ctx, index);
+    default:
+        peer = &ctx->peers[index];
+        /* An earlier event of this batch may have closed the peer: both calls check. */
+        if (ev->events & (EPOLLIN | EPOLLHUP | EPOLLERR))
+            n += tl_tcp_peer_read(ctx, peer);
+        if (ev->events & (EPOLLOUT | EPOLLHUP | EPOLLERR))
+            n += tl_tcp_peer_write(ctx, peer);
+        return n;
+    }
+}
+
 static int tcp_progress(tl_ctx_t *ctx)
 {
     struct epoll_event ev[TL_TCP_EVENTS];
@@ -216,15 +321,11 @@ static int tcp_progress(tl_ctx_t *ctx)
         ctx->deferred = n;
         return CHORUS_ERR_SYSTEM;
     }
-    for (int i = 0; i < k; i++) {
-        tl_tcp_peer_t *peer = ev[i].data.ptr;
-
-        /* An earlier event of this batch may have closed the peer: both calls check. */
-        if (ev[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR))
-            n += tl_tcp_peer_read(ctx, peer);
-        if (ev[i].events & (EPOLLOUT | EPOLLHUP | EPOLLERR))
-            n += tl_tcp_peer_write(ctx, peer);
-    }
+    for (int i = 0; i < k; i++)
+        n += tcp_event(ctx, &ev[i]);
+    /* Completions made by posts during these events are reported now as well. */
+    n += ctx->deferred;
+    ctx->deferred = 0;
     return n;
 }
 
@@ -245,6 +346,7 @@ static void tcp_fail_all(tl_ctx_t *ctx, chorus_status_t status)
         n += tl_tcp_peer_fail(ctx, &ctx->peers[r], status);
         tl_tcp_peer_free_unexpected(ctx, &ctx->peers[r]);
     }
+    tl_tcp_hs_close_all(ctx);
     /* No new connection may arrive once the context has failed. */
     if (ctx->listen_fd >= 0) {
         close(ctx->listen_fd);
@@ -263,14 +365,24 @@ static int tcp_connections(tl_ctx_t *ctx)
     int n = 0;
 
     for (int r = 0; r < ctx->size; r++)
-        n += ctx->peers[r].fd >= 0;
+        n += ctx->peers[r].state == TL_TCP_PEER_UP;
     return n;
 }
 
 static void tcp_ctx_destroy(tl_ctx_t *ctx)
 {
+    const tl_tcp_stats_t *st;
+
     if (ctx == NULL)
         return;
+    st = &ctx->stats;
+    chorus_debug("rank %d: tcp: %llu messages sent eagerly (%llu bytes), %llu by rendezvous; "
+                 "%llu credit frames sent, %llu received; unexpected buffers peaked at %zu "
+                 "bytes; %llu connection collisions", ctx->rank,
+                 (unsigned long long)st->eager_sent, (unsigned long long)st->eager_bytes,
+                 (unsigned long long)st->rndv_sent, (unsigned long long)st->credit_sent,
+                 (unsigned long long)st->credit_recv, st->ue_peak,
+                 (unsigned long long)st->collisions);
     tcp_fail_all(ctx, CHORUS_ERR_ABORTED);
     tcp_ctx_free(ctx);
 }
@@ -278,10 +390,11 @@ static void tcp_ctx_destroy(tl_ctx_t *ctx)
 const tl_ops_t tl_tcp_ops = {
     .name = "tcp",
     .query = tcp_query,
+    .config = &tl_tcp_config_table,
     .ctx_create = tcp_ctx_create,
     .ctx_destroy = tcp_ctx_destroy,
     .get_address = tcp_get_address,
-    .set_peers = tl_tcp_connect_all,
+    .set_peers = tl_tcp_set_peers,
     .reaches = tcp_reaches,
     .send_nb = tl_tcp_send_nb,
     .recv_nb = tl_tcp_recv_nb,
