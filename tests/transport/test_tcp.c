@@ -793,7 +793,7 @@ TL_TEST(killed_before_connect, body_killed_before_connect, o.size = 3, o.killed_
 static int body_first_use_pair(rank_env_t *env)
 {
     int talks = env->rank == 0 || env->rank == 3;
-    tl_req_t idle[MAX_RANKS];
+    static tl_req_t idle[MAX_RANKS];    /* still posted when the context is destroyed */
 
     CHECK(env->connect_status == CHORUS_OK);
     CHECK(conns(env) == 0);

@@ -10,16 +10,20 @@
 #include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
 #include "util/log.h"
+#include "util/time.h"
 
 #define TL_TCP_SOCKBUF      (4 << 20)
 #define TL_TCP_SCRATCH      (64 << 10)
 #define TL_TCP_EVENTS       64
+/* Longest a context that ends normally waits for its peers to close their side. */
+#define TL_TCP_CLOSE_S      0.5
 
 _Static_assert(sizeof(tl_tcp_addr_t) <= TL_ADDR_MAX, "tcp address blob exceeds TL_ADDR_MAX");
 _Static_assert(sizeof(tl_tcp_hdr_t) == 32, "tcp header must have no padding");
@@ -369,6 +373,60 @@ static int tcp_connections(tl_ctx_t *ctx)
     return n;
 }
 
+/* Read and drop what peer sent; 1 once it closed its side (or the connection broke). */
+static int close_drain(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
+{
+    for (;;) {
+        ssize_t r = read(peer->fd, ctx->scratch, ctx->scratch_len);
+
+        if (r > 0)
+            continue;
+        if (r < 0 && errno == EINTR)
+            continue;
+        return r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
+    }
+}
+
+/*
+ * A context that ends normally closes its connections in order: it sends its
+ * end of stream, then reads (and drops) what its peers still send until they
+ * close their side, for at most TL_TCP_CLOSE_S. Closing a socket with unread
+ * data in it makes the kernel reset the connection, and a reset makes the
+ * peer's kernel drop what it received but its process has not read yet:
+ * the last messages of a call, ahead of the credit this rank sent back.
+ */
+static void tcp_close_gently(tl_ctx_t *ctx)
+{
+    double deadline = chorus__now() + TL_TCP_CLOSE_S;
+    struct pollfd *fds = calloc((size_t)ctx->size, sizeof(*fds));
+    int open = 0;
+
+    if (fds == NULL)
+        return;
+    for (int r = 0; r < ctx->size; r++) {
+        fds[r].fd = -1;
+        if (ctx->peers[r].fd < 0 || shutdown(ctx->peers[r].fd, SHUT_WR) != 0)
+            continue;
+        fds[r] = (struct pollfd){.fd = ctx->peers[r].fd, .events = POLLIN};
+        open++;
+    }
+    while (open > 0 && chorus__now() < deadline) {
+        int n = poll(fds, (nfds_t)ctx->size, chorus__ms_left(deadline));
+
+        if (n < 0 && errno != EINTR)
+            break;
+        for (int r = 0; n > 0 && r < ctx->size; r++) {
+            if (fds[r].fd < 0 || fds[r].revents == 0)
+                continue;
+            if (close_drain(ctx, &ctx->peers[r])) {
+                fds[r].fd = -1;
+                open--;
+            }
+        }
+    }
+    free(fds);
+}
+
 static void tcp_ctx_destroy(tl_ctx_t *ctx)
 {
     const tl_tcp_stats_t *st;
@@ -383,6 +441,8 @@ static void tcp_ctx_destroy(tl_ctx_t *ctx)
                  (unsigned long long)st->rndv_sent, (unsigned long long)st->credit_sent,
                  (unsigned long long)st->credit_recv, st->ue_peak,
                  (unsigned long long)st->collisions);
+    if (ctx->fatal == CHORUS_OK)
+        tcp_close_gently(ctx);
     tcp_fail_all(ctx, CHORUS_ERR_ABORTED);
     tcp_ctx_free(ctx);
 }
