@@ -145,9 +145,12 @@ static int print_tune(int ranks, int node_local, const char *list)
         return rc;
     env = (coll_env_t){.nranks = ranks, .layout = layout, .model = &model,
                        .cores = tune_usable_cores(), .mem = COLL_MEM_HOST};
-    /* Where every rank shares one node, the node team runs whole calls. */
-    rc = layout != NULL && layout->nnodes == 1 && ranks > 1 &&
-         tune_team(&env, ranks, &team_ctx) != CHORUS_OK;
+    /*
+     * As a communicator sees it: a node team wherever a node holds several ranks; it runs
+     * whole calls on one node and the hierarchical algorithms' node-local stages on several.
+     */
+    rc = layout != NULL && layout->local_max > 1 &&
+         tune_team(&env, layout->local_max, &team_ctx) != CHORUS_OK;
     if (rc == 0)
         rc = coll_select_create(&env, tcfg.tune.s, &sel) == CHORUS_OK ? 0 : 1;
     if (rc == 0) {
