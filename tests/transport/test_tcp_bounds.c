@@ -162,7 +162,17 @@ Test(tcp_bounds, ring_job_connects_few_peers, .timeout = 120)
 #define FLOW_COUNT 16384            /* 64 KiB of float32 per call */
 #define FLOW_SLEEP_S 10
 #define FLOW_SAMPLE 1000            /* the root checks every 1000th result */
+/*
+ * The issue's bound on the root's peak. AddressSanitizer keeps freed memory
+ * in its quarantine (256 MiB by default) and adds its shadow, so there the
+ * peak measures the sanitizer: it is reported, and only the cap below holds.
+ */
 #define FLOW_HWM_LIMIT_KIB (256L * 1024)
+#if defined(__SANITIZE_ADDRESS__)
+#define FLOW_HWM_CHECKED 0
+#else
+#define FLOW_HWM_CHECKED 1
+#endif
 /* Past this, the root has failed already: the ranks are stopped to spare the machine. */
 #define FLOW_RSS_CAP_KIB (1024L * 1024)
 #define FLOW_MAX_RANKS 3
@@ -302,7 +312,8 @@ ParameterizedTest(int *nranks, tcp_bounds, late_root_memory_bounded, .timeout = 
                  seen[0].wrong, FLOW_CALLS / FLOW_SAMPLE);
     cr_log_info("%d ranks: the root's peak resident memory %ld MiB (%ld MiB before it slept)",
                 *nranks, seen[0].hwm_kib / 1024, seen[0].hwm_before_kib / 1024);
-    cr_expect(seen[0].hwm_kib > 0 && seen[0].hwm_kib < FLOW_HWM_LIMIT_KIB,
+    cr_expect(seen[0].hwm_kib > 0 &&
+                  (!FLOW_HWM_CHECKED || seen[0].hwm_kib < FLOW_HWM_LIMIT_KIB),
               "%d ranks: the root's peak resident memory reached %ld MiB (limit %ld MiB): "
               "TCP buffered what %d other ranks sent before the root posted its receives",
               *nranks, seen[0].hwm_kib / 1024, FLOW_HWM_LIMIT_KIB / 1024, *nranks - 1);
