@@ -577,8 +577,13 @@ int main(int argc, char **argv)
     }
     if (soak_alloc(&s, o.max_bytes) != 0)
         goto out;
-    if (chorus_barrier(comm, NULL) != CHORUS_OK) {
-        fprintf(stderr, "soak: rank %d: first barrier failed\n", s.rank);
+    /*
+     * Connections open on first use: one alltoall opens every one a later
+     * call may use, before the descriptors are counted.
+     */
+    if (chorus_alltoall(s.send, s.recv, 1, CHORUS_UINT8, comm, NULL) != CHORUS_OK ||
+        chorus_barrier(comm, NULL) != CHORUS_OK) {
+        fprintf(stderr, "soak: rank %d: first alltoall or barrier failed\n", s.rank);
         goto out;
     }
     s.rss_first = rss_kib();
