@@ -4,9 +4,9 @@
 Runs the same sweep of sizes with chorus (chorus-perf -np N) and with each peer that is
 available: Open MPI and MPICH (perf/mpi_bench.c, built now with each one's own mpicc and
 started with its own mpirun) and torch.distributed's gloo backend (perf/gloo_worker.py).
-Runs are interleaved (chorus, ompi, mpich, gloo, chorus, ...) for --reps repetitions, each
-repetition also measuring the physical bound of one core (perf/membw.c: memcpy and
-non-temporal copy bandwidth). Every library checks its results exactly before the figures
+Runs are interleaved (chorus, ompi, mpich, gloo, then ompi, mpich, gloo, chorus, ...: the
+order rotates every repetition) for --reps repetitions, each repetition also measuring the
+physical bound of one core first (perf/membw.c: memcpy and non-temporal copy bandwidth). Every library checks its results exactly before the figures
 count; any wrong element stops the comparison with an error. A peer that is missing is
 reported as not available and skipped.
 
@@ -361,8 +361,9 @@ def configuration(args):
         "warmup": args.warmup, "large_from": args.large_from_bytes,
         "large_iters": args.large_iters, "large_warmup": args.large_warmup,
         "sizes": args.size_list, "collectives": args.coll_list,
-        "order": "per collective and repetition: membw, chorus, the baseline chorus "
-                 "(--baseline-perf), then each peer in turn",
+        "order": "per collective and repetition: membw, then chorus, the baseline chorus "
+                 "(--baseline-perf) and each peer in turn, the list rotated by one each "
+                 "repetition",
         "timeout_s": args.timeout, "type": "float32", "op": "sum", "libraries": {},
     }
 
@@ -424,9 +425,13 @@ def compare_coll(args, coll, libs, membw, doc, logdir):
         notes.append("sizes below one float per rank skipped: %s"
                      % ",".join(human(s) for s in skipped))
     for rep in range(args.reps):
+        # Each repetition starts with another library, so that no library always runs
+        # right after the bound's memory sweep or right after the same neighbour.
+        order = list(libs.values())
+        order = order[rep % len(order):] + order[:rep % len(order)]
         if membw is not None:
             membw.run(min(args.timeout, 120))
-        for lib in libs.values():
+        for lib in order:
             if lib.supports(coll) is None:
                 run_one(lib, plan, coll, rep, logdir, doc, runs)
         print("# %s rep %d/%d done" % (coll, rep + 1, args.reps), flush=True)
