@@ -416,7 +416,7 @@ static int comm_wait_idle(chorus_comm_t comm, double deadline)
     int busy;
 
     pthread_mutex_lock(&ctx->lock);
-    while (comm->outstanding > 0 && chorus__now() < deadline) {
+    while (atomic_load(&comm->outstanding) > 0 && chorus__now() < deadline) {
         struct timespec ts;
 
         clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -427,7 +427,7 @@ static int comm_wait_idle(chorus_comm_t comm, double deadline)
         }
         pthread_cond_timedwait(&ctx->cond, &ctx->lock, &ts);
     }
-    busy = comm->outstanding > 0;
+    busy = atomic_load(&comm->outstanding) > 0;
     pthread_mutex_unlock(&ctx->lock);
     return busy;
 }
@@ -444,7 +444,7 @@ chorus_status_t chorus_comm_destroy(chorus_comm_t comm)
     ctx = comm->ctx;
     if (comm_wait_idle(comm, chorus__now() + ctx->cfg.timeout_s)) {
         chorus_error("rank %d: destroying the communicator with %d operations still pending",
-                     comm->rank, comm->outstanding);
+                     comm->rank, atomic_load(&comm->outstanding));
         status = CHORUS_ERR_TIMEOUT;
         /* Its calls must end before it goes: failing the context ends them at once. */
         chorus__ctx_fail(ctx, CHORUS_ERR_TIMEOUT);

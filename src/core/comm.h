@@ -67,7 +67,13 @@ struct chorus_comm {
     pthread_mutex_t post_lock;  /* numbers calls and takes team turns in call order */
     _Atomic uint64_t next_seq;  /* changed under post_lock; read anywhere (stall answers) */
     uint64_t setup_seq;         /* under post_lock */
-    int outstanding;            /* under ctx->lock: posted and not complete */
+    /*
+     * Calls posted and not complete. Queued requests change it under ctx->lock
+     * (their waiters sleep on ctx->cond); a call run in the calling thread
+     * takes it from 0 to 1 and back without the lock (only destroy waits for
+     * it, and it polls).
+     */
+    atomic_int outstanding;
     _Atomic uint64_t inline_done;   /* calls completed in the calling thread: highest seq + 1 */
     chorus__stall_t *stall;     /* stall reports (progress thread) */
     struct chorus_comm *next;   /* in ctx->comms */

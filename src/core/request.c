@@ -67,7 +67,7 @@ static void request_enqueue_locked(chorus__ctx_t *ctx, chorus_request_t req)
     else
         ctx->queue_head = req;
     ctx->queue_tail = req;
-    req->comm->outstanding++;
+    atomic_fetch_add(&req->comm->outstanding, 1);
 }
 
 void chorus__request_complete(chorus_request_t req, chorus_status_t status)
@@ -80,7 +80,7 @@ void chorus__request_complete(chorus_request_t req, chorus_status_t status)
     pthread_mutex_lock(&ctx->lock);
     req->status = status;
     req->done = 1;
-    req->comm->outstanding--;
+    atomic_fetch_sub(&req->comm->outstanding, 1);
     orphaned = req->orphaned;
     pthread_cond_broadcast(&ctx->cond);
     pthread_mutex_unlock(&ctx->lock);
@@ -165,7 +165,7 @@ static chorus_status_t call_inline(chorus_comm_t comm, const coll_args_t *args,
             }
             pthread_mutex_lock(&ctx->lock);
             request_enqueue_locked(ctx, req);
-            comm->outstanding--;    /* counted once, by the request from now on */
+            atomic_fetch_sub(&comm->outstanding, 1);   /* counted once, by the request now */
             pthread_mutex_unlock(&ctx->lock);
             chorus__progress_wake(ctx);
             return chorus_request_free(req);
@@ -173,10 +173,7 @@ static chorus_status_t call_inline(chorus_comm_t comm, const coll_args_t *args,
         chorus__task_wait(task, CALL_INLINE_SLEEP_US);
     }
     chorus__task_finalize(task);
-    pthread_mutex_lock(&ctx->lock);
-    comm->outstanding--;
-    pthread_cond_broadcast(&ctx->cond);
-    pthread_mutex_unlock(&ctx->lock);
+    atomic_fetch_sub(&comm->outstanding, 1);
     return status;
 }
 
@@ -195,20 +192,19 @@ static chorus_status_t call_post(chorus_comm_t comm, const coll_args_t *args,
     pthread_mutex_lock(&comm->post_lock);
     seq = setup ? comm->setup_seq : atomic_load(&comm->next_seq);
     status = call_task(comm, args, alg, seq, setup, &task);
-    if (status == CHORUS_OK) {
+    if (status == CHORUS_OK && blocking && (task->flags & CHORUS__TASK_INLINE)) {
+        int idle = 0;
+
+        /* Nothing else of comm in flight: this thread runs the call. */
+        run_here = atomic_compare_exchange_strong(&comm->outstanding, &idle, 1);
+    }
+    if (status == CHORUS_OK && !run_here) {
         pthread_mutex_lock(&ctx->lock);
-        status = chorus__ctx_error(ctx);
-        run_here = status == CHORUS_OK && blocking && (task->flags & CHORUS__TASK_INLINE) &&
-                   comm->outstanding == 0;
-        if (status == CHORUS_OK && run_here) {
-            comm->outstanding++;
-        } else if (status == CHORUS_OK) {
-            req = request_new(comm, args, alg, task, seq, setup, chorus__now());
-            if (req != NULL)
-                request_enqueue_locked(ctx, req);
-            else
-                status = CHORUS_ERR_NO_MEMORY;
-        }
+        req = request_new(comm, args, alg, task, seq, setup, chorus__now());
+        if (req != NULL)
+            request_enqueue_locked(ctx, req);
+        else
+            status = CHORUS_ERR_NO_MEMORY;
         pthread_mutex_unlock(&ctx->lock);
     }
     if (status == CHORUS_OK && setup)

@@ -10,6 +10,7 @@
  * communicator): each has its own region, node and turns, and nothing is
  * kept per process but the configuration.
  */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -21,16 +22,21 @@ struct tl_coll_ctx {
     shm_config_t cfg;
 };
 
+typedef struct shm_task shm_task_t;
+
 struct tl_team {
     shm_node_t *node;
     int me, size;               /* this member's position, the members */
     uint32_t flags;             /* agreed at team_seal */
+    /* A finished call's task, kept for the next one: a call costs no allocation. */
+    _Atomic(shm_task_t *) spare;
 };
 
-typedef struct {
+struct shm_task {
     chorus__task_t head;
     shm_op_t op;
-} shm_task_t;
+    tl_team_t *team;
+};
 
 _Static_assert(sizeof(shm_card_t) <= TL_TEAM_CARD_MAX, "shm card exceeds TL_TEAM_CARD_MAX");
 
@@ -133,6 +139,7 @@ static void shm_team_destroy(tl_team_t *team)
 {
     if (team == NULL)
         return;
+    free(atomic_load(&team->spare));
     shm_node_destroy(team->node);
     free(team);
 }
@@ -173,10 +180,14 @@ static void shm_task_fail(chorus__task_t *task, chorus_status_t status)
 
 static void shm_task_finalize(chorus__task_t *task)
 {
+    shm_task_t *t = task_of(task), *none = NULL;
+
     /* A call that never ran gives its turn up, so that later calls are not held. */
     if (task->state == CHORUS__TASK_NEW)
-        shm_op_skip(&task_of(task)->op);
-    free(task);
+        shm_op_skip(&t->op);
+    /* The team keeps one for its next call; tasks of calls in flight at once are freed. */
+    if (!atomic_compare_exchange_strong(&t->team->spare, &none, t))
+        free(t);
 }
 
 static const chorus__task_ops_t shm_task_ops = {
@@ -223,11 +234,12 @@ static chorus_status_t shm_task_create(tl_team_t *team, const coll_args_t *args,
 
     if (status != CHORUS_OK)
         return status;
-    t = malloc(sizeof(*t));
-    if (t == NULL)
+    t = atomic_exchange(&team->spare, NULL);
+    if (t == NULL && (t = malloc(sizeof(*t))) == NULL)
         return CHORUS_ERR_NO_MEMORY;
     chorus__task_init(&t->head, &shm_task_ops, CHORUS__TASK_INLINE);
     shm_op_init(&t->op, team->node, args, (shm_kind_t)variant);
+    t->team = team;
     *task_p = &t->head;
     return CHORUS_OK;
 }
