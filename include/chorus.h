@@ -268,6 +268,9 @@ chorus_status_t chorus_request_wait(chorus_request_t req);
 chorus_status_t chorus_request_test(chorus_request_t req, int *done_p);
 /* Waits for completion if needed, then releases the request. NULL is allowed. */
 chorus_status_t chorus_request_free(chorus_request_t req);
+/* The name of the algorithm that serves the operation ("ring", "hier", "shm", ...);
+ * a static string, valid after the request is freed. NULL for a NULL request. */
+const char *chorus_request_algorithm(chorus_request_t req);
 
 #ifdef __cplusplus
 }

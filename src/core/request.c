@@ -334,3 +334,8 @@ chorus_status_t chorus_request_free(chorus_request_t req)
         free(req);
     return status;
 }
+
+const char *chorus_request_algorithm(chorus_request_t req)
+{
+    return req == NULL ? NULL : req->alg_name;
+}

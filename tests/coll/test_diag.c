@@ -139,7 +139,7 @@ Test(stall, names_the_rank_that_has_not_started, .timeout = 60)
 
     dir_make();
     setenv("CHORUS_STALL_WARN", "2", 1);
-    setenv("CHORUS_SHM", "0", 1);   /* the network path's reports; shm_path.c hands long waits over */
+    setenv("CHORUS_SHM", "0", 1);   /* the network path's reports */
     cr_expect_eq(harness_run(&opts, stall_late_rank, NULL, status, NULL), 0,
                  "ranks exited with %d %d %d", status[0], status[1], status[2]);
     for (int r = 0; r < DIAG_RANKS; r++) {
@@ -200,7 +200,7 @@ Test(stall, names_the_rank_that_does_not_answer, .timeout = 60)
 
     dir_make();
     setenv("CHORUS_STALL_WARN", "2", 1);
-    setenv("CHORUS_SHM", "0", 1);   /* the network path's reports; shm_path.c hands long waits over */
+    setenv("CHORUS_SHM", "0", 1);   /* the network path's reports */
     cr_expect_eq(harness_run(&opts, stall_frozen_rank, NULL, status, NULL), 0,
                  "ranks exited with %d %d %d", status[0], status[1], status[2]);
     for (int r = 0; r < DIAG_RANKS; r += 2) {
@@ -478,4 +478,46 @@ Test(log, bad_items_are_reported_once_and_ignored, .timeout = 60)
     cr_expect(strstr(log, ": debug: tcp: ") != NULL, "logged:\n%s", log);
     free(log);
     dir_remove();
+}
+
+/*
+ * chorus_request_algorithm names what CHORUS_TUNE forced, for each size range,
+ * and the name outlives the request.
+ */
+static int algorithm_rank(chorus_comm_t comm, int rank, int size, void *arg)
+{
+    static int32_t buf[4096];
+    const char *small_name, *large_name;
+    chorus_request_t req;
+
+    (void)rank, (void)size, (void)arg;
+    if (chorus_request_algorithm(NULL) != NULL)
+        return RC_RESULT;
+    if (chorus_iallreduce(buf, buf, 16, CHORUS_INT32, CHORUS_SUM, comm, NULL, &req) != CHORUS_OK)
+        return RC_STATUS;
+    small_name = chorus_request_algorithm(req);
+    if (chorus_request_free(req) != CHORUS_OK)
+        return RC_STATUS;
+    if (chorus_iallreduce(buf, buf, 4096, CHORUS_INT32, CHORUS_SUM, comm, NULL, &req) != CHORUS_OK)
+        return RC_STATUS;
+    large_name = chorus_request_algorithm(req);
+    if (chorus_request_free(req) != CHORUS_OK)
+        return RC_STATUS;
+    if (small_name == NULL || strcmp(small_name, "rd") != 0 || large_name == NULL ||
+        strcmp(large_name, "ring") != 0)
+        return RC_RESULT;
+    return RC_OK;
+}
+
+Test(algorithm, request_names_the_forced_algorithm, .timeout = 60)
+{
+    harness_opts_t opts = {.nranks = 3, .timeout_s = 10, .deadline_s = 30, .kill_rank = -1};
+    int status[3];
+
+    setenv("CHORUS_SHM", "0", 1);
+    setenv("CHORUS_TUNE", "allreduce=rd@0-1K,allreduce=ring@1K-1G", 1);
+    harness_run(&opts, algorithm_rank, NULL, status, NULL);
+    unsetenv("CHORUS_TUNE");
+    for (int r = 0; r < 3; r++)
+        cr_expect(status[r] == RC_OK, "rank %d exited with %d", r, status[r]);
 }
