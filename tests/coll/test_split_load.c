@@ -7,7 +7,6 @@
  */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
-#include <dirent.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -212,25 +211,11 @@ typedef struct {
     proc_tcp_sock_t socks[RES_MAX_SOCKS];
 } res_t;
 
-static int fd_count(void)
-{
-    DIR *dir = opendir("/proc/self/fd");
-    struct dirent *e;
-    int n = 0;
-
-    if (dir == NULL)
-        return -1;
-    while ((e = readdir(dir)) != NULL)
-        n += e->d_name[0] != '.';
-    closedir(dir);
-    return n;
-}
-
 static void res_take(res_t *r)
 {
     r->threads = proc_thread_count();
     r->tcp = proc_tcp_sockets(r->socks, RES_MAX_SOCKS);
-    r->fds = fd_count();
+    r->fds = proc_dir_entries("/proc/self/fd");
     r->maps = proc_mappings_named(RES_SHM_NAME);
 }
 

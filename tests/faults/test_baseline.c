@@ -24,6 +24,7 @@
 
 #include "fault_case.h"
 #include "coll/harness.h"
+#include "lib/proc_res.h"
 
 #define BL_TIMEOUT_S 2.0
 #define BL_ABORT_BOUND_S 1.0
@@ -39,28 +40,14 @@ typedef struct {
     char shm[BL_SHM_MAX][64];
 } bl_snapshot_t;
 
-static int bl_count(const char *path)
-{
-    DIR *dir = opendir(path);
-    struct dirent *e;
-    int n = 0;
-
-    if (dir == NULL)
-        return -1;
-    while ((e = readdir(dir)) != NULL)
-        n += e->d_name[0] != '.';
-    closedir(dir);
-    return n;
-}
-
 static void bl_snapshot(bl_snapshot_t *s)
 {
     DIR *dir = opendir("/dev/shm");
     struct dirent *e;
 
     /* opendir holds one descriptor while counting: the same at every snapshot. */
-    s->fds = bl_count("/proc/self/fd");
-    s->threads = bl_count("/proc/self/task");
+    s->fds = proc_dir_entries("/proc/self/fd");
+    s->threads = proc_dir_entries("/proc/self/task");
     s->nshm = 0;
     while (dir != NULL && (e = readdir(dir)) != NULL && s->nshm < BL_SHM_MAX)
         if (e->d_name[0] != '.')

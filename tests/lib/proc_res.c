@@ -12,18 +12,23 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int proc_thread_count(void)
+int proc_dir_entries(const char *path)
 {
-    DIR *dir = opendir("/proc/self/task");
+    DIR *dir = opendir(path);
     struct dirent *e;
     int n = 0;
 
     if (dir == NULL)
         return -1;
     while ((e = readdir(dir)) != NULL)
-        n += e->d_name[0] != '.';
+        n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
     closedir(dir);
     return n;
+}
+
+int proc_thread_count(void)
+{
+    return proc_dir_entries("/proc/self/task");
 }
 
 /* Port of an IPv4 or IPv6 address; 0 for any other family. */

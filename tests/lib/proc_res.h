@@ -18,6 +18,9 @@ typedef struct {
     int state;                  /* PROC_TCP_* or another of the kernel's states */
 } proc_tcp_sock_t;
 
+/* The entries of a directory, "." and ".." aside, or -1 when it cannot be read. */
+int proc_dir_entries(const char *path);
+
 /* The number of threads of this process, or -1. */
 int proc_thread_count(void);
 
