@@ -28,8 +28,8 @@
 /* The selection table's algorithm for args (logged and NULL when there is none). */
 static const coll_alg_t *call_select(chorus_comm_t comm, const coll_args_t *args)
 {
-    const coll_alg_t *alg = coll_select_lookup(comm->select, args->coll, args->mem,
-                                               coll_args_bytes(args));
+    const coll_alg_t *alg = coll_select_call(comm->select, args->coll, args->mem,
+                                             coll_args_bytes(args), comm->rank);
 
     if (alg == NULL)
         chorus_error("rank %d: no algorithm runs %s of %zu bytes in %s memory", comm->rank,
