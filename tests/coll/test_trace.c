@@ -2,10 +2,13 @@
  * CHORUS_TRACE: the per-rank timelines of a 3-rank job, read back as JSON
  * (one slice per call with its arguments and algorithm, waits nested in
  * their calls, instants for a stall report and a timeout, written at the
- * fault), the ring's bound, and chorus-trace merge (three tracks, clocks
- * aligned per node, and clear refusals of missing or malformed files).
+ * fault and at an abort), the ring's bound, bad settings, and chorus-trace
+ * merge (three tracks, clocks aligned per node, and clear refusals of
+ * missing or malformed files). Also the info-level log of the algorithm
+ * each size range's first call runs.
  */
 #include <criterion/criterion.h>
+#include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
@@ -45,6 +48,7 @@ static void dir_remove(void)
     unsetenv("CHORUS_TRACE_EVENTS");
     unsetenv("CHORUS_SHM");
     unsetenv("CHORUS_STALL_WARN");
+    unsetenv("CHORUS_LOG_LEVEL");
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
     cr_expect_eq(system(cmd), 0);
     dir[0] = '\0';
@@ -73,6 +77,18 @@ static char *slurp(const char *path, size_t *len_p)
             *len_p = (size_t)len;
     }
     return text;
+}
+
+static void write_text_file(const char *name, const char *text)
+{
+    char path[128];
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fputs(text, f);
+    fclose(f);
 }
 
 static chorus__json_t *load_json(const char *path)
@@ -386,6 +402,160 @@ Test(trace, instants_for_a_stall_report_and_a_timeout, .timeout = 120, .fini = d
     cr_expect_geq(timeouts, 1, "no rank traced its timeout");
 }
 
+/* An abort writes the trace at once: the process may not live to destroy. */
+static int rank_aborts(chorus_comm_t comm, int rank, int size, void *arg)
+{
+    (void)size; (void)arg;
+    if (chorus_barrier(comm, NULL) != CHORUS_OK)
+        return RC_STATUS;
+    if (rank == 1 && chorus_comm_abort(comm) != CHORUS_OK)
+        return RC_STATUS;
+    if (rank == 1 && !trace_holds(rank, chorus_status_string(CHORUS_ERR_ABORTED)))
+        return RC_TRACE;
+    /* The others see rank 1's connections close (or their own deadline) and fail too. */
+    if (rank != 1 && chorus_barrier(comm, NULL) == CHORUS_OK)
+        return RC_STATUS;
+    return trace_holds(rank, "\"cat\":\"error\"") ? RC_OK : RC_TRACE;
+}
+
+Test(trace, an_abort_writes_the_trace_at_once, .timeout = 60, .fini = dir_remove)
+{
+    harness_opts_t opts = {.nranks = RANKS, .timeout_s = 5, .deadline_s = 40, .kill_rank = -1};
+    int status[RANKS];
+
+    dir_make();
+    harness_run(&opts, rank_aborts, NULL, status, NULL);
+    for (int r = 0; r < RANKS; r++)
+        cr_expect_eq(status[r], RC_OK, "rank %d exited with %d (13: its trace lacked the "
+                     "fault before destroy)", r, status[r]);
+}
+
+/* ---- settings that cannot work ------------------------------------------------ */
+
+/* chorus_comm_create of a 1-rank job with the environment as it is; comm is left alone. */
+static chorus_status_t create_alone(void)
+{
+    chorus_comm_t comm = (chorus_comm_t)&comm;
+    char addr[32];
+    chorus_status_t status;
+
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", harness_free_port());
+    status = chorus_comm_create(0, 1, addr, "trace-test-secret-0123456789", 10, &comm);
+    if (status == CHORUS_OK)
+        chorus_comm_destroy(comm);
+    else
+        cr_expect_eq(comm, (chorus_comm_t)&comm, "comm written on failure");
+    return status;
+}
+
+Test(trace, bad_settings_fail_the_creation_with_a_reason, .timeout = 60, .fini = dir_remove)
+{
+    char bad[160];
+
+    dir_make();
+    /* A ring too small to hold anything useful. */
+    setenv("CHORUS_TRACE_EVENTS", "4", 1);
+    cr_expect_eq(create_alone(), CHORUS_ERR_INVALID_ARG);
+    unsetenv("CHORUS_TRACE_EVENTS");
+    /* A prefix whose folder cannot be made: a regular file stands in its way. */
+    write_text_file("blocker", "x");
+    snprintf(bad, sizeof(bad), "%s/blocker/sub/t", dir);
+    setenv("CHORUS_TRACE", bad, 1);
+    cr_expect_eq(create_alone(), CHORUS_ERR_SYSTEM);
+    /* A good one: the folders are made and the file written at destroy. */
+    snprintf(bad, sizeof(bad), "%s/new/deeper/t", dir);
+    setenv("CHORUS_TRACE", bad, 1);
+    cr_expect_eq(create_alone(), CHORUS_OK);
+    snprintf(bad, sizeof(bad), "%s/new/deeper/t.0.json", dir);
+    cr_expect_eq(access(bad, R_OK), 0, "%s not written", bad);
+}
+
+/* ---- which algorithm ran (CHORUS_LOG_LEVEL=info) ----------------------------- */
+
+#define LOG_CALLS 3
+
+/* Three small allreduces, three large ones: each size's range is logged once. */
+static int rank_logged_calls(chorus_comm_t comm, int rank, int size, void *arg)
+{
+    static float in[BIG], out[BIG];
+    const size_t counts[2] = {16, BIG};
+    char path[128];
+    FILE *f;
+    int fd;
+
+    (void)size; (void)arg;
+    snprintf(path, sizeof(path), "%s/rank%d.err", dir, rank);
+    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0600);
+    if (fd < 0 || dup2(fd, 2) < 0)
+        return RC_SETUP;
+    close(fd);
+    snprintf(path, sizeof(path), "%s/algs.%d", dir, rank);
+    f = fopen(path, "w");
+    if (f == NULL)
+        return RC_SETUP;
+    for (int k = 0; k < 2; k++) {
+        for (int i = 0; i < LOG_CALLS; i++) {
+            chorus_request_t req;
+
+            if (chorus_iallreduce(in, out, counts[k], CHORUS_FLOAT32, CHORUS_SUM, comm, NULL,
+                                  &req) != CHORUS_OK)
+                return RC_STATUS;
+            if (i == 0)
+                fprintf(f, "%s\n", chorus_request_algorithm(req));
+            if (chorus_request_free(req) != CHORUS_OK)
+                return RC_STATUS;
+        }
+    }
+    fclose(f);
+    return RC_OK;
+}
+
+Test(log, the_algorithm_of_each_size_range_once, .timeout = 120, .fini = dir_remove)
+{
+    harness_opts_t opts = {.nranks = RANKS, .timeout_s = 30, .deadline_s = 60, .kill_rank = -1};
+    static const size_t bytes[2] = {16 * 4, BIG * 4};
+    int status[RANKS];
+
+    dir_make();
+    unsetenv("CHORUS_TRACE");
+    setenv("CHORUS_LOG_LEVEL", "info", 1);
+    cr_assert_eq(harness_run(&opts, rank_logged_calls, NULL, status, NULL), 0,
+                 "ranks exited with %d %d %d", status[0], status[1], status[2]);
+    for (int r = 0; r < RANKS; r++) {
+        char path[128], alg[64], line[160];
+        char *log;
+        FILE *f;
+
+        snprintf(path, sizeof(path), "%s/rank%d.err", dir, r);
+        log = slurp(path, NULL);
+        cr_assert_not_null(log);
+        snprintf(path, sizeof(path), "%s/algs.%d", dir, r);
+        f = fopen(path, "r");
+        cr_assert_not_null(f);
+        for (int k = 0; k < 2; k++) {
+            int n = 0;
+
+            cr_assert_eq(fscanf(f, "%63s", alg), 1);
+            snprintf(line, sizeof(line), "info: coll: rank %d: allreduce of %zu bytes in host "
+                     "memory runs %s, chosen by the model for [", r, bytes[k], alg);
+            for (const char *p = strstr(log, line); p != NULL; p = strstr(p + 1, line))
+                n++;
+            cr_expect_eq(n, 1, "rank %d: %d lines \"%s\" in:\n%s", r, n, line, log);
+        }
+        fclose(f);
+        /* Later calls of a range log nothing: one line per range used. */
+        {
+            int lines = 0;
+
+            for (const char *p = strstr(log, " in host memory runs "); p != NULL;
+                 p = strstr(p + 1, " in host memory runs "))
+                lines++;
+            cr_expect_eq(lines, 2, "rank %d logged %d choices:\n%s", r, lines, log);
+        }
+        free(log);
+    }
+}
+
 /* ---- the ring's bound ------------------------------------------------------ */
 
 #define RING_EVENTS 32
@@ -551,18 +721,6 @@ static void expect_refusal(const char *args, int rc, const char *says)
     free(out);
 }
 
-static void write_text(const char *name, const char *text)
-{
-    char path[128];
-    FILE *f;
-
-    snprintf(path, sizeof(path), "%s/%s", dir, name);
-    f = fopen(path, "w");
-    cr_assert_not_null(f);
-    fputs(text, f);
-    fclose(f);
-}
-
 Test(merge, refuses_missing_and_malformed_files, .timeout = 30, .fini = dir_remove)
 {
     char args[256], out_path[128];
@@ -576,25 +734,25 @@ Test(merge, refuses_missing_and_malformed_files, .timeout = 30, .fini = dir_remo
     write_rank_file(0, 2, 100, "a", 200);
     expect_refusal(args, 1, "t.1.json: No such file");
     /* Rank 1 cut in the middle. */
-    write_text("t.1.json", "{\"traceEvents\":[{\"name\":\"x\",");
+    write_text_file("t.1.json", "{\"traceEvents\":[{\"name\":\"x\",");
     expect_refusal(args, 1, "t.1.json is not JSON: line 1");
     /* Valid JSON, not a trace. */
-    write_text("t.1.json", "[1, 2, 3]\n");
+    write_text_file("t.1.json", "[1, 2, 3]\n");
     expect_refusal(args, 1, "not a chorus trace");
     /* Another rank's file under rank 1's name. */
-    write_text("t.1.json", "{\"traceEvents\":[],\"otherData\":{\"format\":\"chorus-trace\","
+    write_text_file("t.1.json", "{\"traceEvents\":[],\"otherData\":{\"format\":\"chorus-trace\","
                "\"rank\":0,\"size\":2,\"clock_sync_us\":1}}");
     expect_refusal(args, 1, "says it is rank 0's trace");
     /* A different job size. */
-    write_text("t.1.json", "{\"traceEvents\":[],\"otherData\":{\"format\":\"chorus-trace\","
+    write_text_file("t.1.json", "{\"traceEvents\":[],\"otherData\":{\"format\":\"chorus-trace\","
                "\"rank\":1,\"size\":3,\"clock_sync_us\":1}}");
     expect_refusal(args, 1, "job has 3 ranks");
     /* An event without a time. */
-    write_text("t.1.json", "{\"traceEvents\":[{\"name\":\"x\",\"ph\":\"X\"}],\"otherData\":"
+    write_text_file("t.1.json", "{\"traceEvents\":[{\"name\":\"x\",\"ph\":\"X\"}],\"otherData\":"
                "{\"format\":\"chorus-trace\",\"rank\":1,\"size\":2,\"clock_sync_us\":1}}");
     expect_refusal(args, 1, "event 0 lacks");
     /* A rank that never finished creating the communicator, on another node. */
-    write_text("t.1.json", "{\"traceEvents\":[],\"otherData\":{\"format\":\"chorus-trace\","
+    write_text_file("t.1.json", "{\"traceEvents\":[],\"otherData\":{\"format\":\"chorus-trace\","
                "\"rank\":1,\"size\":2,\"clock_sync_us\":0,\"clock_domain\":\"b\"}}");
     expect_refusal(args, 1, "no clock point");
     cr_expect_neq(access(out_path, F_OK), 0, "a refused merge wrote %s", out_path);
