@@ -185,7 +185,7 @@ static void write_thread_names(FILE *out, const rank_trace_t *t, int rank)
     free(seen);
 }
 
-static int merge_write(FILE *out, rank_trace_t *ranks, int size, int align)
+static int merge_write(FILE *out, rank_trace_t *ranks, int size)
 {
     fprintf(out, "{\"traceEvents\":[\n");
     for (int r = 0; r < size; r++) {
@@ -215,8 +215,7 @@ static int merge_write(FILE *out, rank_trace_t *ranks, int size, int align)
         }
     }
     fprintf(out, "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"format\":"
-            "\"chorus-trace-merged\",\"version\":1,\"ranks\":%d,\"aligned\":%s,"
-            "\"offsets_us\":[", size, align ? "true" : "false");
+            "\"chorus-trace-merged\",\"version\":1,\"ranks\":%d,\"offsets_us\":[", size);
     for (int r = 0; r < size; r++)
         fprintf(out, "%s%.3f", r ? "," : "", ranks[r].shift_us);
     fprintf(out, "],\"dropped\":[");
@@ -262,36 +261,31 @@ static int align_clocks(rank_trace_t *ranks, int size)
 
 static int merge(const char *prefix, const char *output, int align)
 {
-    rank_trace_t *ranks = NULL;
-    int size = 0, rc = 1, loaded = 0;
+    rank_trace_t *ranks = calloc(1, sizeof(*ranks)), *more;
+    int size = 0, held = 1, rc = 1;
     FILE *out;
 
-    ranks = calloc(1, sizeof(*ranks));
     if (ranks == NULL || rank_load(&ranks[0], prefix, 0, &size) != 0)
         goto done;
-    loaded = 1;
     if (size < 1 || size > (1 << 20)) {
         fprintf(stderr, "chorus-trace: %s gives no valid job size (otherData.size)\n",
                 ranks[0].path);
         goto done;
     }
-    rank_trace_t *more = realloc(ranks, (size_t)size * sizeof(*ranks));
-
+    more = realloc(ranks, (size_t)size * sizeof(*ranks));
     if (more == NULL)
         goto done;
     ranks = more;
     memset(ranks + 1, 0, (size_t)(size - 1) * sizeof(*ranks));
-    for (int r = 1; r < size; r++, loaded++) {
+    held = size;
+    for (int r = 1; r < size; r++) {
         int other = 0;
 
-        if (rank_load(&ranks[r], prefix, r, &other) != 0) {
-            loaded++;
+        if (rank_load(&ranks[r], prefix, r, &other) != 0)
             goto done;
-        }
         if (other != size) {
             fprintf(stderr, "chorus-trace: %s says the job has %d ranks, %s says %d\n",
                     ranks[r].path, other, ranks[0].path, size);
-            loaded++;
             goto done;
         }
     }
@@ -302,13 +296,14 @@ static int merge(const char *prefix, const char *output, int align)
         fprintf(stderr, "chorus-trace: cannot write %s: %s\n", output, strerror(errno));
         goto done;
     }
-    rc = merge_write(out, ranks, size, align);
+    rc = merge_write(out, ranks, size);
     if ((out != stdout && fclose(out) != 0) || rc != 0) {
         fprintf(stderr, "chorus-trace: writing %s failed: %s\n", output, strerror(errno));
         rc = 1;
     }
 done:
-    for (int r = 0; r < loaded; r++)
+    /* Entries never loaded are zero: freeing them frees nothing. */
+    for (int r = 0; ranks != NULL && r < held; r++)
         rank_free(&ranks[r]);
     free(ranks);
     return rc;
