@@ -68,6 +68,12 @@ void chorus__trace_call(chorus_comm_t comm, const coll_args_t *args, const char 
         snprintf(text, sizeof(text), "rank %d: %s #%llu (%s) failed: %s", comm->rank, name,
                  (unsigned long long)seq, alg, chorus_status_string(status));
         chorus__trace_instant(comm->ctx->trace, tid, "error", "call failed", end, text);
+        /*
+         * An error of this call alone (the context carries on) is written now;
+         * after a fault of the context, its own flush already was.
+         */
+        if (chorus__ctx_error(comm->ctx) == CHORUS_OK)
+            chorus__trace_flush(comm->ctx->trace);
     }
 }
 

@@ -49,6 +49,7 @@ static void dir_remove(void)
     unsetenv("CHORUS_SHM");
     unsetenv("CHORUS_STALL_WARN");
     unsetenv("CHORUS_LOG_LEVEL");
+    unsetenv("CHORUS_DEBUG_CHECK");
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
     cr_expect_eq(system(cmd), 0);
     dir[0] = '\0';
@@ -428,6 +429,56 @@ Test(trace, an_abort_writes_the_trace_at_once, .timeout = 60, .fini = dir_remove
     for (int r = 0; r < RANKS; r++)
         cr_expect_eq(status[r], RC_OK, "rank %d exited with %d (13: its trace lacked the "
                      "fault before destroy)", r, status[r]);
+}
+
+/*
+ * With CHORUS_DEBUG_CHECK, rank 2 calling with another count fails the call
+ * on every rank without a fault: the error is on disk before destroy, and
+ * the next call works and is traced too.
+ */
+static int rank_mismatch(chorus_comm_t comm, int rank, int size, void *arg)
+{
+    float in[SMALL] = {0}, out[SMALL];
+
+    (void)size; (void)arg;
+    if (chorus_allreduce(in, out, rank == 2 ? SMALL / 2 : SMALL, CHORUS_FLOAT32, CHORUS_SUM,
+                         comm, NULL) != CHORUS_ERR_INVALID_ARG)
+        return RC_STATUS;
+    if (!trace_holds(rank, "\"name\":\"call failed\""))
+        return RC_TRACE;
+    return chorus_allreduce(in, out, SMALL, CHORUS_FLOAT32, CHORUS_SUM, comm, NULL) ==
+           CHORUS_OK ? RC_OK : RC_STATUS;
+}
+
+Test(trace, a_failed_call_is_written_at_once, .timeout = 60, .fini = dir_remove)
+{
+    harness_opts_t opts = {.nranks = RANKS, .timeout_s = 20, .deadline_s = 40, .kill_rank = -1};
+    int status[RANKS];
+
+    dir_make();
+    setenv("CHORUS_DEBUG_CHECK", "1", 1);
+    harness_run(&opts, rank_mismatch, NULL, status, NULL);
+    unsetenv("CHORUS_DEBUG_CHECK");
+    for (int r = 0; r < RANKS; r++) {
+        chorus__json_t *doc;
+        const chorus__json_t *calls[8];
+        size_t ncalls;
+
+        cr_expect_eq(status[r], RC_OK, "rank %d exited with %d (13: the failed call was not "
+                     "on disk before destroy)", r, status[r]);
+        doc = load_rank(r);
+        ncalls = select_events(events_of(doc), "call", NULL, calls, 8);
+        cr_expect_eq(ncalls, 2, "rank %d: %zu calls traced", r, ncalls);
+        for (size_t i = 0; i < ncalls && i < 8; i++) {
+            const chorus__json_t *a = args_of(calls[i]);
+            int seq = (int)chorus__json_number(a, "seq", -1);
+
+            cr_expect(is(a, "status", seq == 0 ? chorus_status_string(CHORUS_ERR_INVALID_ARG)
+                                               : "success"),
+                      "rank %d: #%d ended with %s", r, seq, chorus__json_string(a, "status"));
+        }
+        chorus__json_free(doc);
+    }
 }
 
 /* ---- settings that cannot work ------------------------------------------------ */
