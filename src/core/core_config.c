@@ -42,8 +42,8 @@ static const chorus__config_var_t core_vars[] = {
      "file prefix of a timeline: each rank writes PREFIX.<rank>.json (its rank in the job) "
      "in the Chrome trace-event format (Perfetto, chrome://tracing): a slice per "
      "collective with its stages and waits on peers, instant events for errors and stall "
-     "reports; written when the last communicator is destroyed, on a fault and on abort; "
-     "chorus-trace merge puts the ranks on one timeline; empty: no trace",
+     "reports; written when the last communicator is destroyed, on a fault, an abort or a "
+     "failed call; chorus-trace merge puts the ranks on one timeline; empty: no trace",
      chorus__config_parse_string, offsetof(chorus__core_config_t, trace)},
     {"CHORUS_TRACE_EVENTS", "64K",
      "events the trace keeps per process (about 300 bytes each); when full the oldest are "
