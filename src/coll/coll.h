@@ -22,6 +22,7 @@
 #include "transports/base/team.h"
 #include "transports/base/transport.h"
 #include "tuning/cost_model.h"
+#include "util/trace.h"
 
 /*
  * A team as the algorithms see it: the collective transport serving it, its
@@ -73,6 +74,7 @@ typedef struct {
     uint8_t kind;
     uint8_t ndeps;
     uint8_t state;          /* executor's: 0 waiting, 1 posted, 2 done */
+    uint8_t team_coll;      /* COLL_STEP_TEAM: the collective it runs (coll_type_t), for traces */
     int32_t peer;
     uint32_t tag;           /* algorithm's tag; the executor adds the call's sequence number */
     uint32_t deps[COLL_STEP_MAX_DEPS];  /* indices of earlier steps */
@@ -102,9 +104,28 @@ typedef struct {
     size_t first_pending;
     chorus_status_t status;
     int failed_peer;        /* peer of the step that failed, or -1 */
+    /* CHORUS_TRACE: where the waits of the schedule go (NULL: off), and the wait open now. */
+    chorus__trace_t *trace;
+    uint32_t trace_tid;
+    int trace_open;
+    size_t trace_step;
+    double trace_since;
 } coll_sched_t;
 
 #define COLL_NO_DEP UINT32_MAX
+
+/*
+ * Record in trace, on track tid, the stretches where task (a schedule; any
+ * other task is left alone) waits on its first unfinished step: a transfer
+ * with a peer or a node team's collective. They follow each other, so they
+ * nest inside the call's slice.
+ */
+void coll_task_trace(chorus__task_t *task, chorus__trace_t *trace, uint32_t tid);
+/*
+ * The collective transport that runs task or some of its steps ("shm"), or
+ * NULL when only point-to-point transfers do.
+ */
+const char *coll_task_team_name(const chorus__task_t *task);
 
 /* A schedule in place (tests), or one on the heap that its task's finalize frees. */
 void coll_sched_init(coll_sched_t *sched, chorus_dtype_t dtype, chorus_op_t op, int nranks);

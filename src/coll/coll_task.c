@@ -39,6 +39,7 @@ long coll_sched_team(coll_sched_t *s, coll_team_t *team, const coll_args_t *args
         return -1;
     }
     s->steps[idx].kind = COLL_STEP_TEAM;
+    s->steps[idx].team_coll = (uint8_t)args->coll;
     s->steps[idx].task = task;
     return idx;
 }

@@ -15,6 +15,7 @@
 
 #include "reduce/reduce.h"
 #include "util/log.h"
+#include "util/time.h"
 
 /* Steps scanned past the first incomplete one per pass. */
 #define COLL_SCHED_WINDOW 512
@@ -23,6 +24,7 @@
 enum { STEP_WAITING = 0, STEP_POSTED = 1, STEP_DONE = 2 };
 
 static const chorus__task_ops_t sched_task_ops;
+static void sched_trace_close(coll_sched_t *s, double now);
 
 void coll_sched_init(coll_sched_t *sched, chorus_dtype_t dtype, chorus_op_t op, int nranks)
 {
@@ -74,6 +76,10 @@ static int sched_has_inflight(const coll_sched_t *s)
 void coll_sched_finalize(coll_sched_t *sched)
 {
     int owned = sched->owned;
+
+    /* A call that failed or was given up ends its last wait here. */
+    if (sched->trace != NULL && sched->trace_open)
+        sched_trace_close(sched, chorus__now());
 
     if (sched->steps != NULL && sched_has_inflight(sched)) {
         /*
@@ -464,6 +470,55 @@ static int sched_pass(coll_sched_t *s)
     return moved;
 }
 
+/* ---- the trace of its waits ---------------------------------------------- */
+
+/* The wait on step i ends at now: one slice named for what it waited on. */
+static void sched_trace_close(coll_sched_t *s, double now)
+{
+    const coll_step_t *step = &s->steps[s->trace_step];
+    const char *cat = "wait";
+    char name[CHORUS__TRACE_NAME_MAX], args[96];
+
+    switch (step->kind) {
+    case COLL_STEP_SEND:
+        snprintf(name, sizeof(name), "send to %d", step->peer);
+        break;
+    case COLL_STEP_RECV:
+        snprintf(name, sizeof(name), "recv from %d", step->peer);
+        break;
+    case COLL_STEP_TEAM:
+        cat = "stage";
+        snprintf(name, sizeof(name), "node %s (%s)",
+                 coll_type_name((coll_type_t)step->team_coll), step->task->ops->name);
+        break;
+    default:
+        cat = "stage";
+        snprintf(name, sizeof(name), "local step");
+        break;
+    }
+    snprintf(args, sizeof(args), "\"step\":%zu,\"steps\":%zu,\"bytes\":%zu", s->trace_step,
+             s->nsteps, step->bytes);
+    chorus__trace_slice(s->trace, s->trace_tid, cat, name, s->trace_since, now, args);
+    s->trace_open = 0;
+}
+
+/* After a pass: close the wait that ended, open one on the step the schedule now waits on. */
+static void sched_trace_head(coll_sched_t *s)
+{
+    double now;
+
+    if (s->trace_open && s->trace_step == s->first_pending)
+        return;
+    now = chorus__now();
+    if (s->trace_open)
+        sched_trace_close(s, now);
+    if (s->first_pending < s->nsteps && s->status == CHORUS_OK) {
+        s->trace_open = 1;
+        s->trace_step = s->first_pending;
+        s->trace_since = now;
+    }
+}
+
 int coll_sched_progress(coll_sched_t *s)
 {
     int rc;
@@ -472,9 +527,11 @@ int coll_sched_progress(coll_sched_t *s)
         return s->status;
     do {
         rc = sched_pass(s);
-        if (rc < 0)
-            return rc;
     } while (rc > 0);
+    if (s->trace != NULL)
+        sched_trace_head(s);
+    if (rc < 0)
+        return rc;
     return s->first_pending == s->nsteps ? 1 : 0;
 }
 
@@ -546,3 +603,27 @@ static const chorus__task_ops_t sched_task_ops = {
     .fail = sched_task_fail,
     .finalize = sched_task_finalize,
 };
+
+void coll_task_trace(chorus__task_t *task, chorus__trace_t *trace, uint32_t tid)
+{
+    if (task == NULL || task->ops != &sched_task_ops)
+        return;
+    sched_of(task)->trace = trace;
+    sched_of(task)->trace_tid = tid;
+}
+
+const char *coll_task_team_name(const chorus__task_t *task)
+{
+    const coll_sched_t *s;
+
+    if (task == NULL)
+        return NULL;
+    if (task->ops != &sched_task_ops)
+        return task->ops->name;
+    s = (const coll_sched_t *)task;
+    for (size_t i = 0; i < s->nsteps; i++) {
+        if (s->steps[i].kind == COLL_STEP_TEAM)
+            return s->steps[i].task->ops->name;
+    }
+    return NULL;
+}

@@ -183,6 +183,42 @@ const coll_alg_t *coll_select_lookup(const coll_select_t *sel, coll_type_t coll,
     return r->count ? r->ranges[r->count - 1].alg : NULL;
 }
 
+static void format_size(char *buf, size_t len, size_t n);
+
+const coll_alg_t *coll_select_call(coll_select_t *sel, coll_type_t coll, coll_mem_t mem,
+                                   size_t bytes, int rank)
+{
+    const coll_alg_t *alg = coll_select_lookup(sel, coll, mem, bytes);
+    coll_ranges_t *rs;
+    coll_range_t *r;
+    char lo[32], hi[32];
+
+    if (alg == NULL || !chorus_log_enabled(CHORUS_LOG_INFO))
+        return alg;
+    rs = &sel->colls[coll][mem];
+    r = &rs->ranges[rs->count - 1];
+    for (size_t i = 0; i < rs->count; i++) {
+        if (bytes < rs->ranges[i].hi) {
+            r = &rs->ranges[i];
+            break;
+        }
+    }
+    /*
+     * Calls of several threads may race to the first use: one of them logs.
+     * The table is shared and otherwise read-only, hence the builtins on a
+     * plain field that the table's copies and reallocations carry along.
+     */
+    if (__atomic_load_n(&r->used, __ATOMIC_RELAXED) ||
+        __atomic_exchange_n(&r->used, 1, __ATOMIC_RELAXED))
+        return alg;
+    format_size(lo, sizeof(lo), r->lo);
+    format_size(hi, sizeof(hi), r->hi);
+    chorus_info("rank %d: %s of %zu bytes in %s memory runs %s, chosen by %s for [%s, %s)",
+                rank, coll_type_name(coll), bytes, coll_mem_name(mem), alg->name,
+                r->user ? "CHORUS_TUNE" : "the model", lo, hi);
+    return alg;
+}
+
 /* ---- overrides ----------------------------------------------------------- */
 
 typedef struct {

@@ -25,6 +25,7 @@ typedef struct {
     size_t hi;                  /* exclusive; COLL_SIZE_INF for no bound */
     const coll_alg_t *alg;      /* NULL: no algorithm runs such calls */
     int user;                   /* 1 when a user override chose alg */
+    int used;                   /* a call took it (coll_select_call); atomic builtins only */
     double est[COLL_CANDIDATES_MAX];    /* seconds per candidate at lo */
 } coll_range_t;
 
@@ -79,6 +80,14 @@ chorus_status_t coll_select_create(const coll_env_t *env, const char *overrides,
 /* The algorithm for a call of coll on mem with bytes (coll_args_bytes); NULL: none. */
 const coll_alg_t *coll_select_lookup(const coll_select_t *sel, coll_type_t coll,
                                      coll_mem_t mem, size_t bytes);
+
+/*
+ * coll_select_lookup for a call of rank, logging at info level the first
+ * call of each range: the collective, the range, the algorithm and who chose
+ * it (the model or CHORUS_TUNE). Later calls of the range log nothing.
+ */
+const coll_alg_t *coll_select_call(coll_select_t *sel, coll_type_t coll, coll_mem_t mem,
+                                   size_t bytes, int rank);
 
 /*
  * A heading (the model, the node team), then one line per range:

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/comm.h"
+#include "core/core_trace.h"
 #include "core/stall.h"
 #include "util/log.h"
 #include "util/time.h"
@@ -163,6 +164,8 @@ chorus_status_t chorus__comm_open(chorus__ctx_t *ctx, int *ranks, int size, uint
         chorus__comm_teardown(comm);
         goto err;
     }
+    if (ctx->trace != NULL)
+        chorus__trace_comm_ready(comm);
     *comm_p = comm;
     return CHORUS_OK;
 

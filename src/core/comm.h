@@ -31,6 +31,7 @@ struct chorus_request {
     chorus__task_t *task;
     coll_args_t args;           /* the call, for reports */
     const char *alg_name;
+    const char *via;            /* who serves it, for the trace (set only while tracing) */
     uint64_t seq;               /* the call's number on its communicator */
     int setup;                  /* a creation-time exchange: no stall reports */
     double deadline;
@@ -76,6 +77,7 @@ struct chorus_comm {
     atomic_int outstanding;
     _Atomic uint64_t inline_done;   /* calls completed in the calling thread: highest seq + 1 */
     chorus__stall_t *stall;     /* stall reports (progress thread) */
+    char trace_via[40];         /* "tcp+shm": who serves calls that use the node team (tracing) */
     struct chorus_comm *next;   /* in ctx->comms */
 };
 

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/comm.h"
+#include "core/core_trace.h"
 #include "core/ctrl.h"
 #include "util/log.h"
 
@@ -102,6 +103,8 @@ static void ctx_free(chorus__ctx_t *ctx)
         if (ctx->ctl_ctx[i] != NULL)
             ctx->ctl[i]->ctx_destroy(ctx->ctl_ctx[i]);
     }
+    /* Last: everything that could still add to the trace is gone. */
+    chorus__trace_destroy(ctx->trace);
     topo_layout_free(ctx->layout);
     free(ctx->lane_of);
     coll_pool_destroy(&ctx->scratch_pool);
@@ -129,6 +132,8 @@ chorus_status_t chorus__ctx_create(const chorus__ctx_params_t *params, double ti
     pthread_condattr_destroy(&attr);
     coll_pool_init(&ctx->scratch_pool);
     status = ctx_read_config(ctx, timeout_s);
+    if (status == CHORUS_OK)
+        status = chorus__trace_open(ctx);
     if (status == CHORUS_OK)
         status = chorus__ctrl_create(ctx);
     if (status == CHORUS_OK)
@@ -209,7 +214,10 @@ void chorus__ctx_fail(chorus__ctx_t *ctx, chorus_status_t status)
 {
     int expected = 0;
 
-    atomic_compare_exchange_strong(&ctx->error, &expected, (int)status);
+    /* The first fault writes the trace, in case the process does not live to destroy. */
+    if (atomic_compare_exchange_strong(&ctx->error, &expected, (int)status) &&
+        ctx->trace != NULL)
+        chorus__trace_fault(ctx, 0, "fault", chorus_status_string(status));
     chorus__progress_wake(ctx);
 }
 

@@ -24,6 +24,7 @@
 #include "topology/layout.h"
 #include "transports/base/team.h"
 #include "transports/base/transport.h"
+#include "util/trace.h"
 
 /* Transports of each kind a context can hold. */
 #define CHORUS__LANES_MAX 4
@@ -90,6 +91,7 @@ struct chorus__ctx {
 
     chorus__ctrl_t *ctrl;       /* the control channel (progress thread) */
     coll_scratch_pool_t scratch_pool;
+    chorus__trace_t *trace;     /* CHORUS_TRACE; NULL when off */
 
     atomic_int stop;
     atomic_int aborted;

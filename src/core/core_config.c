@@ -38,6 +38,17 @@ static const chorus__config_var_t core_vars[] = {
      "before any data moves (costs one small allgather per call; set it on every rank or "
      "on none)",
      chorus__config_parse_bool, offsetof(chorus__core_config_t, debug_check)},
+    {"CHORUS_TRACE", "",
+     "file prefix of a timeline: each rank writes PREFIX.<rank>.json (its rank in the job) "
+     "in the Chrome trace-event format (Perfetto, chrome://tracing): a slice per "
+     "collective with its stages and waits on peers, instant events for errors and stall "
+     "reports; written when the last communicator is destroyed, on a fault, an abort or a "
+     "failed call; chorus-trace merge puts the ranks on one timeline; empty: no trace",
+     chorus__config_parse_string, offsetof(chorus__core_config_t, trace)},
+    {"CHORUS_TRACE_EVENTS", "64K",
+     "events the trace keeps per process (about 300 bytes each); when full the oldest are "
+     "dropped and the file counts them (K, M suffixes)",
+     chorus__config_parse_size, offsetof(chorus__core_config_t, trace_events)},
 };
 
 const chorus__config_table_t chorus__core_config_table = {

@@ -11,6 +11,8 @@ typedef struct {
     chorus__config_str_t ifaddr;     /* CHORUS_IFADDR */
     double stall_warn_s;        /* CHORUS_STALL_WARN; 0: no stall reports */
     int debug_check;            /* CHORUS_DEBUG_CHECK */
+    chorus__config_str_t trace; /* CHORUS_TRACE: file prefix, empty: off */
+    size_t trace_events;        /* CHORUS_TRACE_EVENTS */
 } chorus__core_config_t;
 
 /* What a job is launched with: read by chorus_comm_create_from_env. */

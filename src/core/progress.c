@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "core/comm.h"
+#include "core/core_trace.h"
 #include "core/ctrl.h"
 #include "core/stall.h"
 #include "util/log.h"
@@ -101,14 +102,17 @@ static void progress_fail_all(chorus__ctx_t *ctx, chorus_status_t status)
 static void progress_report(chorus_request_t req, chorus_status_t status)
 {
     const coll_args_t *a = &req->args;
-    char peer[32] = "";
+    char peer[32] = "", text[256];
 
     if (req->task->failed_peer >= 0)
         snprintf(peer, sizeof(peer), " with peer %d", req->task->failed_peer);
-    chorus_error("rank %d: %s%s #%llu (%s, %zu x %s) failed%s: %s", req->comm->rank,
-                 req->setup ? "setup " : "", coll_type_name(a->coll),
-                 (unsigned long long)req->seq, req->alg_name, a->count,
-                 chorus_dtype_name(a->dtype), peer, chorus_status_string(status));
+    snprintf(text, sizeof(text), "rank %d: %s%s #%llu (%s, %zu x %s) failed%s: %s",
+             req->comm->rank, req->setup ? "setup " : "", coll_type_name(a->coll),
+             (unsigned long long)req->seq, req->alg_name, a->count,
+             chorus_dtype_name(a->dtype), peer, chorus_status_string(status));
+    chorus_error("%s", text);
+    if (req->comm->ctx->trace != NULL)
+        chorus__trace_fault(req->comm->ctx, req->comm->space, "transfer failed", text);
 }
 
 /* ---- phases ------------------------------------------------------------- */
@@ -163,11 +167,16 @@ static int phase_tasks(chorus__ctx_t *ctx, progress_turn_t *turn)
 
 static int progress_timed_out(chorus_request_t req)
 {
-    chorus_error("rank %d: %s%s #%llu of %zu x %s timed out after %.1f s "
-                 "(CHORUS_TIMEOUT); a peer is dead, stalled or called another "
-                 "collective", req->comm->rank, req->setup ? "setup " : "",
-                 coll_type_name(req->args.coll), (unsigned long long)req->seq, req->args.count,
-                 chorus_dtype_name(req->args.dtype), req->comm->ctx->cfg.timeout_s);
+    char text[256];
+
+    snprintf(text, sizeof(text), "rank %d: %s%s #%llu of %zu x %s timed out after %.1f s "
+             "(CHORUS_TIMEOUT); a peer is dead, stalled or called another collective",
+             req->comm->rank, req->setup ? "setup " : "", coll_type_name(req->args.coll),
+             (unsigned long long)req->seq, req->args.count,
+             chorus_dtype_name(req->args.dtype), req->comm->ctx->cfg.timeout_s);
+    chorus_error("%s", text);
+    if (req->comm->ctx->trace != NULL)
+        chorus__trace_fault(req->comm->ctx, req->comm->space, "timeout", text);
     return CHORUS_ERR_TIMEOUT;
 }
 

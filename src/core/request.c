@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "core/comm.h"
+#include "core/core_trace.h"
 #include "core/debug_check.h"
 #include "core/stall.h"
 #include "util/log.h"
@@ -28,8 +29,8 @@
 /* The selection table's algorithm for args (logged and NULL when there is none). */
 static const coll_alg_t *call_select(chorus_comm_t comm, const coll_args_t *args)
 {
-    const coll_alg_t *alg = coll_select_lookup(comm->select, args->coll, args->mem,
-                                               coll_args_bytes(args));
+    const coll_alg_t *alg = coll_select_call(comm->select, args->coll, args->mem,
+                                             coll_args_bytes(args), comm->rank);
 
     if (alg == NULL)
         chorus_error("rank %d: no algorithm runs %s of %zu bytes in %s memory", comm->rank,
@@ -39,8 +40,9 @@ static const coll_alg_t *call_select(chorus_comm_t comm, const coll_args_t *args
 }
 
 static chorus_request_t request_new(chorus_comm_t comm, const coll_args_t *args,
-                                    const coll_alg_t *alg, chorus__task_t *task, uint64_t seq,
-                                    int setup, double posted_at)
+                                    const coll_alg_t *alg, const char *via,
+                                    chorus__task_t *task, uint64_t seq, int setup,
+                                    double posted_at)
 {
     chorus_request_t req = calloc(1, sizeof(*req));
 
@@ -49,6 +51,7 @@ static chorus_request_t request_new(chorus_comm_t comm, const coll_args_t *args,
     req->comm = comm;
     req->args = *args;
     req->alg_name = alg->name;
+    req->via = via;
     req->task = task;
     req->seq = seq;
     req->setup = setup;
@@ -76,6 +79,9 @@ void chorus__request_complete(chorus_request_t req, chorus_status_t status)
     int orphaned;
 
     chorus__task_finalize(req->task);
+    if (ctx->trace != NULL)
+        chorus__trace_call(req->comm, &req->args, req->alg_name, req->via, req->seq, req->setup,
+                           req->posted_at, status);
     req->task = NULL;
     pthread_mutex_lock(&ctx->lock);
     req->status = status;
@@ -91,7 +97,7 @@ void chorus__request_complete(chorus_request_t req, chorus_status_t status)
 /* The call's task: the algorithm's, after the debug check when it is on. */
 static chorus_status_t call_task(chorus_comm_t comm, const coll_args_t *args,
                                  const coll_alg_t *alg, uint64_t seq, int setup,
-                                 chorus__task_t **task_p)
+                                 chorus__task_t **task_p, const char **via_p)
 {
     chorus__port_t *port = setup ? &comm->setup_port : &comm->port;
     chorus__task_t *task, *check = NULL, *both = NULL;
@@ -99,6 +105,8 @@ static chorus_status_t call_task(chorus_comm_t comm, const coll_args_t *args,
 
     status = coll_alg_task(alg, args, &comm->env, &port->port, chorus__tag_base(seq),
                            &comm->ctx->scratch_pool, &task);
+    if (status == CHORUS_OK && comm->ctx->trace != NULL)
+        *via_p = chorus__trace_task(comm, task, alg, setup);
     if (status != CHORUS_OK || setup || !comm->ctx->cfg.debug_check) {
         *task_p = task;
         return status;
@@ -123,7 +131,8 @@ static chorus_status_t call_task(chorus_comm_t comm, const coll_args_t *args,
 
 /* The calling thread runs the call; after a moment the progress thread takes it over. */
 static chorus_status_t call_inline(chorus_comm_t comm, const coll_args_t *args,
-                                   const coll_alg_t *alg, chorus__task_t *task, uint64_t seq)
+                                   const coll_alg_t *alg, const char *via, chorus__task_t *task,
+                                   uint64_t seq)
 {
     chorus__ctx_t *ctx = comm->ctx;
     double started = chorus__now();
@@ -156,7 +165,7 @@ static chorus_status_t call_inline(chorus_comm_t comm, const coll_args_t *args,
         }
         if (chorus__now() - started > CALL_INLINE_HANDOFF_S) {
             /* The call stays outstanding: the progress thread finishes it. */
-            req = request_new(comm, args, alg, task, seq, 0, started);
+            req = request_new(comm, args, alg, via, task, seq, 0, started);
             if (req == NULL) {
                 chorus__task_fail(task, CHORUS_ERR_NO_MEMORY);
                 chorus__ctx_fail(ctx, CHORUS_ERR_NO_MEMORY);
@@ -173,6 +182,8 @@ static chorus_status_t call_inline(chorus_comm_t comm, const coll_args_t *args,
         chorus__task_wait(task, CALL_INLINE_SLEEP_US);
     }
     chorus__task_finalize(task);
+    if (ctx->trace != NULL)
+        chorus__trace_call(comm, args, alg->name, via, seq, 0, started, status);
     atomic_fetch_sub(&comm->outstanding, 1);
     return status;
 }
@@ -185,13 +196,14 @@ static chorus_status_t call_post(chorus_comm_t comm, const coll_args_t *args,
     chorus__ctx_t *ctx = comm->ctx;
     chorus__task_t *task = NULL;
     chorus_request_t req = NULL;
+    const char *via = NULL;
     chorus_status_t status;
     int run_here = 0;
     uint64_t seq;
 
     pthread_mutex_lock(&comm->post_lock);
     seq = setup ? comm->setup_seq : atomic_load(&comm->next_seq);
-    status = call_task(comm, args, alg, seq, setup, &task);
+    status = call_task(comm, args, alg, seq, setup, &task, &via);
     if (status == CHORUS_OK && blocking && (task->flags & CHORUS__TASK_INLINE)) {
         int idle = 0;
 
@@ -200,7 +212,7 @@ static chorus_status_t call_post(chorus_comm_t comm, const coll_args_t *args,
     }
     if (status == CHORUS_OK && !run_here) {
         pthread_mutex_lock(&ctx->lock);
-        req = request_new(comm, args, alg, task, seq, setup, chorus__now());
+        req = request_new(comm, args, alg, via, task, seq, setup, chorus__now());
         if (req != NULL)
             request_enqueue_locked(ctx, req);
         else
@@ -218,7 +230,7 @@ static chorus_status_t call_post(chorus_comm_t comm, const coll_args_t *args,
     }
     if (run_here) {
         *req_p = NULL;
-        return call_inline(comm, args, alg, task, seq);
+        return call_inline(comm, args, alg, via, task, seq);
     }
     chorus__progress_wake(ctx);
     *req_p = req;

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/core_trace.h"
 #include "core/ctrl.h"
 #include "util/log.h"
 #include "util/time.h"
@@ -263,6 +264,8 @@ static void stall_report(chorus_comm_t comm, chorus_request_t req, double now)
     if (nmissing == 0 && nsilent == 0)
         text_add(&t, "; every rank has started it");
     chorus_warn("%s", t.text);
+    if (comm->ctx->trace != NULL)
+        chorus__trace_stall(comm, t.text);
     free(missing);
 }
 

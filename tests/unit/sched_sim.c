@@ -752,6 +752,8 @@ int sched_sim_run_opts(const coll_alg_t *alg, const coll_args_t *args_per_rank, 
         coll_sched_init(&sched[r], args_per_rank[r].dtype, args_per_rank[r].op, p);
         coll_sched_bind(&sched[r], &ctx[r].port, SIM_TAG_BASE);
         st = alg->build(&args_per_rank[r], &env, &sched[r]);
+        if (w->opts.trace != NULL)
+            coll_task_trace(&sched[r].head, w->opts.trace, (uint32_t)r);
         if (st != CHORUS_OK) {
             fprintf(stderr, "sched_sim: %s/%s p=%d: build failed on rank %d: %d\n",
                     coll_type_name(alg->coll), alg->name, p, r, (int)st);

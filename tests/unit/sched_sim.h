@@ -79,15 +79,17 @@ typedef struct {
      * is over completes only on a later progress of its rank, as a transfer.
      */
     int teams;
+    /* Where every rank's schedule records its waits (NULL: nowhere); rank r's track is r. */
+    chorus__trace_t *trace;
 } sched_sim_opts_t;
 
 enum { SCHED_SIM_TEAMS_NONE = 0, SCHED_SIM_TEAMS_VFORMS, SCHED_SIM_TEAMS_PLAIN };
 
 /*
  * Defaults used by sched_sim_run: eager sends, immediate completion, in
- * order, no dead rank, no layout, no teams.
+ * order, no dead rank, no layout, no teams, no trace.
  */
-#define SCHED_SIM_OPTS_DEFAULT { 1, 0, 0, 0, -1, 0, -1, 0, NULL, SCHED_SIM_TEAMS_NONE }
+#define SCHED_SIM_OPTS_DEFAULT { 1, 0, 0, 0, -1, 0, -1, 0, NULL, SCHED_SIM_TEAMS_NONE, NULL }
 
 typedef struct {
     long rounds;                /* rounds run */
