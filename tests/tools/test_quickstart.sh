@@ -23,11 +23,16 @@ src=$(cd "$(dirname "$QS")" && pwd)
 mkdir "$TMP/src"
 entries=$(cd "$src" && for e in * .[!.]*; do
     [ -e "$e" ] || continue
-    case "$e" in .git|autom4te.cache) continue ;; esac
+    case "$e" in
+        .git|autom4te.cache|build|install|install-*) continue ;;
+        build-aux) ;;
+        build-*) continue ;; # CI's build-asan, build-tsan, build-fuzz
+    esac
     [ -f "$e/config.status" ] || [ -e "$e/bin/chorus-info" ] || echo "$e"
 done)
 # shellcheck disable=SC2086
 (cd "$src" && tar -cf - $entries) | tar -C "$TMP/src" -xf -
+chmod -R u+w "$TMP/src" # a distcheck's source tree is read-only
 check "the scratch copy has the quickstart" [ -x "$TMP/src/quickstart" ]
 
 # The outer make's job server must not reach the scratch builds; flags are fixed here.
