@@ -5,7 +5,8 @@
 #
 # usage: test_static_link.sh   (make check sets CHORUS_PC_DIR, the folder of
 #        the built chorus.pc; LIBCHORUS_A; CHORUS_INCLUDE; CHORUS_RUN;
-#        CHORUS_INFO; CC)
+#        CHORUS_INFO; CC; and TEST_CFLAGS and TEST_LDFLAGS, the build's own,
+#        which a sanitizer build needs at the link too)
 set -u
 
 . "$(dirname "$0")/../lib/checks.sh"
@@ -68,14 +69,15 @@ if "$CHORUS_INFO" | grep '^built with:' | grep -qw hwloc; then
     check "the static flags name hwloc" sh -c "echo '$libs' | grep -qw -- -lhwloc"
     # Without the private flags the same link must fail: that is what the test guards.
     # shellcheck disable=SC2086
-    "$CC" $cflags -o "$TMP/app_short" "$TMP/app.c" -L"$TMP/lib" -lchorus -pthread \
-        > "$TMP/short.log" 2>&1
+    "$CC" ${TEST_CFLAGS:-} $cflags -o "$TMP/app_short" "$TMP/app.c" -L"$TMP/lib" -lchorus \
+        -pthread ${TEST_LDFLAGS:-} > "$TMP/short.log" 2>&1
     check "linking libchorus.a without the private flags fails" [ $? -ne 0 ]
 fi
 check "the static flags name the math library" sh -c "echo '$libs' | grep -qw -- -lm"
 
 # shellcheck disable=SC2086
-"$CC" $cflags -o "$TMP/app" "$TMP/app.c" $libs > "$TMP/link.log" 2>&1
+"$CC" ${TEST_CFLAGS:-} $cflags -o "$TMP/app" "$TMP/app.c" $libs ${TEST_LDFLAGS:-} \
+    > "$TMP/link.log" 2>&1
 rc=$?
 check "a program links with 'pkg-config --static --libs chorus' (rc $rc)" [ "$rc" -eq 0 ]
 [ "$rc" -eq 0 ] || cat "$TMP/link.log"
