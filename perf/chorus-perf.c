@@ -247,7 +247,6 @@ static void perf_sweep(perf_ctx_t *c, perf_args_t *a)
     }
 }
 
-/* Loops over dtype, op and root where the options say "all". */
 /* "2 (ranks per node 2,2)": how the job's ranks sit on nodes. */
 static void perf_nodes(chorus_comm_t comm, int nranks, char *buf, size_t len)
 {
@@ -264,6 +263,7 @@ static void perf_nodes(chorus_comm_t comm, int nranks, char *buf, size_t len)
         snprintf(buf + used, len - used, ")");
 }
 
+/* Loops over dtype, op and root where the options say "all". */
 static void perf_run_coll(perf_ctx_t *c, perf_coll_t coll)
 {
     const perf_opts_t *o = c->opts;
@@ -319,15 +319,17 @@ static int perf_alloc(perf_ctx_t *c)
     return 0;
 }
 
-/* Rank 0 opens the JSON file; every rank learns whether that worked. */
-static int perf_open_json(perf_ctx_t *c)
+/*
+ * Every rank allocates its buffers and rank 0 opens the JSON file; then all
+ * learn whether every rank succeeded, so that none is left waiting in a
+ * call that a failed rank never makes.
+ */
+static int perf_setup(perf_ctx_t *c)
 {
-    int32_t failed = 0;
+    int32_t failed = perf_alloc(c) != 0;
     perf_args_t none = {.coll = PERF_BARRIER};
 
-    if (c->opts->json_path == NULL)
-        return 0;
-    if (c->rank == 0) {
+    if (!failed && c->rank == 0 && c->opts->json_path != NULL) {
         c->json_f = fopen(c->opts->json_path, "w");
         if (c->json_f == NULL) {
             perror(c->opts->json_path);
@@ -427,7 +429,7 @@ static int perf_main(const perf_opts_t *opts)
         goto out_comm;
     }
     perf_run_info(&c);
-    if (perf_alloc(&c) != 0 || perf_open_json(&c) != 0)
+    if (perf_setup(&c) != 0)
         goto out_bufs;
     if (c.rank == 0)
         printf("# chorus %s on %s (%d cores), %d rotating buffer pair%s per rank\n",

@@ -139,6 +139,14 @@ check "--help names the variables it runs under" \
 check "--help claims no launcher it does not support" \
     sh -c "! grep -q 'e.g. chorus-run or mpirun' '$TMP/help'"
 
+# Setup failures end every rank, not only the one that failed.
+perf allreduce -np 2 -b 8 -e 8 --json "$TMP/no/such/dir/x.json" > /dev/null 2> "$TMP/err"
+check "an unwritable --json ends the job with 1 (got $?)" [ $? -eq 1 ]
+check "an unwritable --json is named" grep -q "no/such/dir/x.json" "$TMP/err"
+perf allreduce -np 2 -b 8 -e 1073741824G > /dev/null 2> "$TMP/err"
+check "buffers that cannot be allocated end the job with 1 (got $?)" [ $? -eq 1 ]
+check "the allocation failure is reported" grep -q "cannot allocate" "$TMP/err"
+
 perf broadcast -np 1 -e 64 -c 0 > "$TMP/nocheck"
 check "-c 0 prints N/A" grep -q 'N/A (not checked)' "$TMP/nocheck"
 
