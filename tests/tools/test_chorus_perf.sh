@@ -123,6 +123,7 @@ fi
 # Under torchrun's variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) instead of
 # chorus-run's: chorus-run only provides the port and the secret here.
 if [ -n "${CHORUS_RUN:-}" ] && [ -x "$CHORUS_RUN" ]; then
+    # shellcheck disable=SC2016 # expanded by each rank's shell, from chorus-run's values
     timeout -k 5 60 "$CHORUS_RUN" -n 2 sh -c 'exec env -u CHORUS_RANK -u CHORUS_SIZE \
         -u CHORUS_ADDR -u CHORUS_LOCAL_RANK -u CHORUS_LOCAL_SIZE RANK=$CHORUS_RANK \
         WORLD_SIZE=$CHORUS_SIZE MASTER_ADDR=127.0.0.1 MASTER_PORT=${CHORUS_ADDR##*:} \
