@@ -4,13 +4,17 @@
  *
  * With -np N it starts N local ranks of itself through the launcher that
  * chorus-run uses; otherwise it runs as one rank of whatever job started it
- * and builds its communicator with chorus_comm_create_from_env().
+ * and builds its communicator with chorus_comm_create_from_env(), so it runs
+ * under every launcher that function reads the variables of (chorus-run's
+ * CHORUS_*, torchrun's RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT).
  */
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "chorus.h"
 #include "perf/perf_check.h"
@@ -18,6 +22,7 @@
 #include "perf/perf_opts.h"
 #include "perf/perf_report.h"
 #include "tools/launch.h"
+#include "tools/tool_version.h"
 
 /* Set in the ranks chorus-perf -np starts, so that they never start more. */
 #define PERF_LAUNCHED_VAR "CHORUS_PERF_LAUNCHED"
@@ -37,6 +42,8 @@ typedef struct {
      */
     void *set_send[PERF_MAX_SETS], *set_recv[PERF_MAX_SETS];
     int nsets;
+    perf_run_info_t run;   /* version, host, cores, ranks: rank 0's view */
+    char host[256], nodes[256];
     FILE *json_f;          /* rank 0 with --json only */
     perf_json_t json;
     long long wrong_total;
@@ -69,29 +76,65 @@ static void perf_die(perf_ctx_t *c, const perf_args_t *a, chorus_status_t st)
     exit(1);
 }
 
-static chorus_status_t perf_call(perf_ctx_t *c, const perf_args_t *a, int in_place, int set)
+/* Posts one call of a: blocking when req_p is NULL, else non-blocking into *req_p. */
+static chorus_status_t perf_post(perf_ctx_t *c, const perf_args_t *a, int in_place, int set,
+                                 chorus_request_t *req_p)
 {
     void *s, *r;
 
     perf_buffers(a, in_place, c->set_send[set], c->set_recv[set], &s, &r);
     switch (a->coll) {
     case PERF_ALLREDUCE:
-        return chorus_allreduce(s, r, a->count, a->dtype, a->op, c->comm, NULL);
+        return req_p ? chorus_iallreduce(s, r, a->count, a->dtype, a->op, c->comm, NULL, req_p)
+                     : chorus_allreduce(s, r, a->count, a->dtype, a->op, c->comm, NULL);
     case PERF_ALLGATHER:
-        return chorus_allgather(s, r, a->count, a->dtype, c->comm, NULL);
+        return req_p ? chorus_iallgather(s, r, a->count, a->dtype, c->comm, NULL, req_p)
+                     : chorus_allgather(s, r, a->count, a->dtype, c->comm, NULL);
     case PERF_BROADCAST:
-        return chorus_broadcast(s, r, a->count, a->dtype, a->root, c->comm, NULL);
+        return req_p ? chorus_ibroadcast(s, r, a->count, a->dtype, a->root, c->comm, NULL,
+                                         req_p)
+                     : chorus_broadcast(s, r, a->count, a->dtype, a->root, c->comm, NULL);
     case PERF_REDUCE_SCATTER:
-        return chorus_reduce_scatter(s, r, a->count, a->dtype, a->op, c->comm, NULL);
+        return req_p ? chorus_ireduce_scatter(s, r, a->count, a->dtype, a->op, c->comm, NULL,
+                                              req_p)
+                     : chorus_reduce_scatter(s, r, a->count, a->dtype, a->op, c->comm, NULL);
     case PERF_REDUCE:
-        return chorus_reduce(s, r, a->count, a->dtype, a->op, a->root, c->comm, NULL);
+        return req_p ? chorus_ireduce(s, r, a->count, a->dtype, a->op, a->root, c->comm, NULL,
+                                      req_p)
+                     : chorus_reduce(s, r, a->count, a->dtype, a->op, a->root, c->comm, NULL);
     case PERF_ALLTOALL:
-        return chorus_alltoall(s, r, a->count, a->dtype, c->comm, NULL);
+        return req_p ? chorus_ialltoall(s, r, a->count, a->dtype, c->comm, NULL, req_p)
+                     : chorus_alltoall(s, r, a->count, a->dtype, c->comm, NULL);
     case PERF_BARRIER:
-        return chorus_barrier(c->comm, NULL);
+        return req_p ? chorus_ibarrier(c->comm, NULL, req_p) : chorus_barrier(c->comm, NULL);
     default:
         return CHORUS_ERR_INVALID_ARG;
     }
+}
+
+static chorus_status_t perf_call(perf_ctx_t *c, const perf_args_t *a, int in_place, int set)
+{
+    return perf_post(c, a, in_place, set, NULL);
+}
+
+/*
+ * The algorithm that serves a's size, as the library names it for one
+ * non-blocking call: untimed, and its data is never checked (perf_verify
+ * refills the buffers).
+ */
+static const char *perf_algorithm(perf_ctx_t *c, const perf_args_t *a)
+{
+    chorus_request_t req;
+    const char *name;
+    chorus_status_t st = perf_post(c, a, 0, 0, &req);
+
+    if (st != CHORUS_OK)
+        perf_die(c, a, st);
+    name = chorus_request_algorithm(req);
+    st = chorus_request_free(req);
+    if (st != CHORUS_OK)
+        perf_die(c, a, st);
+    return name;
 }
 
 static void perf_call_or_die(perf_ctx_t *c, const perf_args_t *a, int in_place, int set)
@@ -151,6 +194,7 @@ static void perf_run_row(perf_ctx_t *c, const perf_args_t *a)
         .op = info->reduces ? (int)a->op : -1,
         .root = info->rooted ? a->root : -1,
         .bytes = perf_msg_bytes(a), .elems = perf_msg_elems(a),
+        .algorithm = perf_algorithm(c, a),
     };
 
     for (int k = 0; k < 2; k++) {
@@ -175,7 +219,11 @@ static void perf_run_row(perf_ctx_t *c, const perf_args_t *a)
     }
 }
 
-/* Every size of the sweep; sizes that round to the same count run once. */
+/*
+ * Every size of the sweep; sizes that round to the same count run once, and
+ * a size that rounds to no element (of each rank's block) is skipped with a
+ * note rather than timed as an empty call. Size 0, asked for, runs.
+ */
 static void perf_sweep(perf_ctx_t *c, perf_args_t *a)
 {
     size_t bytes = c->opts->minbytes, last_count = 0;
@@ -183,15 +231,22 @@ static void perf_sweep(perf_ctx_t *c, perf_args_t *a)
 
     while (!done) {
         a->count = perf_count_for_bytes(a->coll, a->dtype, c->nranks, bytes);
-        if (first || a->count != last_count)
+        if (a->count == 0 && bytes > 0) {
+            if (c->rank == 0)
+                perf_print_skipped(stdout, a, bytes);
+        } else if (first || a->count != last_count) {
             perf_run_row(c, a);
-        first = 0;
-        last_count = a->count;
+            first = 0;
+            last_count = a->count;
+        }
+        /* The largest size is announced in the heading: say where it was rounded down. */
+        if (c->rank == 0 && bytes == c->opts->maxbytes && a->count > 0 &&
+            perf_msg_bytes(a) != bytes)
+            perf_print_rounded(stdout, a, bytes);
         bytes = perf_next_size(c->opts, bytes, &done);
     }
 }
 
-/* Loops over dtype, op and root where the options say "all". */
 /* "2 (ranks per node 2,2)": how the job's ranks sit on nodes. */
 static void perf_nodes(chorus_comm_t comm, int nranks, char *buf, size_t len)
 {
@@ -208,6 +263,7 @@ static void perf_nodes(chorus_comm_t comm, int nranks, char *buf, size_t len)
         snprintf(buf + used, len - used, ")");
 }
 
+/* Loops over dtype, op and root where the options say "all". */
 static void perf_run_coll(perf_ctx_t *c, perf_coll_t coll)
 {
     const perf_opts_t *o = c->opts;
@@ -220,11 +276,8 @@ static void perf_run_coll(perf_ctx_t *c, perf_coll_t coll)
     int r0 = o->root == PERF_ALL ? 0 : o->root;
     int r1 = !info->rooted ? r0 : o->root == PERF_ALL ? c->nranks - 1 : o->root;
 
-    if (c->rank == 0) {
-        char nodes[256];
-        perf_nodes(c->comm, c->nranks, nodes, sizeof(nodes));
-        perf_print_header(stdout, o, coll, c->nranks, chorus_comm_local_size(c->comm), nodes);
-    }
+    if (c->rank == 0)
+        perf_print_header(stdout, o, coll, &c->run);
     if (coll == PERF_BARRIER) {
         a.dtype = CHORUS_UINT8;
         perf_run_row(c, &a);
@@ -266,25 +319,73 @@ static int perf_alloc(perf_ctx_t *c)
     return 0;
 }
 
-/* Rank 0 opens the JSON file; every rank learns whether that worked. */
-static int perf_open_json(perf_ctx_t *c)
+/*
+ * Every rank allocates its buffers and rank 0 opens the JSON file; then all
+ * learn whether every rank succeeded, so that none is left waiting in a
+ * call that a failed rank never makes.
+ */
+static int perf_setup(perf_ctx_t *c)
 {
-    int32_t failed = 0;
+    int32_t failed = perf_alloc(c) != 0;
     perf_args_t none = {.coll = PERF_BARRIER};
 
-    if (c->opts->json_path == NULL)
-        return 0;
-    if (c->rank == 0) {
+    if (!failed && c->rank == 0 && c->opts->json_path != NULL) {
         c->json_f = fopen(c->opts->json_path, "w");
         if (c->json_f == NULL) {
             perror(c->opts->json_path);
             failed = 1;
         } else {
-            perf_json_begin(&c->json, c->json_f, c->opts, c->nranks);
+            perf_json_begin(&c->json, c->json_f, c->opts, &c->run);
         }
     }
     perf_reduce_one(c, &none, &failed, CHORUS_INT32, CHORUS_MAX);
     return failed ? -1 : 0;
+}
+
+/* The cores this process may run on (its affinity mask), as the library counts them. */
+static int perf_usable_cores(void)
+{
+    cpu_set_t set;
+
+    if (sched_getaffinity(0, sizeof(set), &set) != 0 || CPU_COUNT(&set) < 1)
+        return 1;
+    return CPU_COUNT(&set);
+}
+
+/* What rank 0 reports about the run: the library, the host, its cores and the ranks. */
+static void perf_run_info(perf_ctx_t *c)
+{
+    if (gethostname(c->host, sizeof(c->host)) != 0)
+        snprintf(c->host, sizeof(c->host), "unknown");
+    c->host[sizeof(c->host) - 1] = '\0';
+    perf_nodes(c->comm, c->nranks, c->nodes, sizeof(c->nodes));
+    c->run = (perf_run_info_t){
+        .version = chorus_version_string(), .host = c->host, .cores = perf_usable_cores(),
+        .nranks = c->nranks, .local_size = chorus_comm_local_size(c->comm),
+        .nodes = c->nodes,
+    };
+}
+
+/*
+ * With more ranks on a node than its ranks have cores, ranks wait for the
+ * scheduler as much as for each other, and the times say little about the
+ * library: every rank checks its own node, rank 0 prints one warning line.
+ */
+static void perf_warn_oversubscribed(perf_ctx_t *c)
+{
+    perf_args_t none = {.coll = PERF_BARRIER};
+    int32_t excess = c->run.local_size - c->run.cores;
+
+    perf_reduce_one(c, &none, &excess, CHORUS_INT32, CHORUS_MAX);
+    if (c->rank != 0 || excess <= 0)
+        return;
+    if (c->run.local_size > c->run.cores)
+        printf("# warning: %d ranks on this node share %d core%s: the times measure the "
+               "scheduler as much as chorus\n", c->run.local_size, c->run.cores,
+               c->run.cores == 1 ? "" : "s");
+    else
+        printf("# warning: a node has %d more rank%s than cores: the times measure the "
+               "scheduler as much as chorus\n", excess, excess == 1 ? "" : "s");
 }
 
 static int perf_finish(perf_ctx_t *c)
@@ -327,11 +428,13 @@ static int perf_main(const perf_opts_t *opts)
         rc = 2;
         goto out_comm;
     }
-    if (perf_alloc(&c) != 0 || perf_open_json(&c) != 0)
+    perf_run_info(&c);
+    if (perf_setup(&c) != 0)
         goto out_bufs;
     if (c.rank == 0)
-        printf("# chorus %s, %d rotating buffer pair%s per rank\n", chorus_version_string(),
-               c.nsets, c.nsets == 1 ? "" : "s");
+        printf("# chorus %s on %s (%d cores), %d rotating buffer pair%s per rank\n",
+               c.run.version, c.run.host, c.run.cores, c.nsets, c.nsets == 1 ? "" : "s");
+    perf_warn_oversubscribed(&c);
     for (int coll = 0; coll < PERF_COLL_COUNT; coll++) {
         if (opts->coll == PERF_ALL || opts->coll == coll)
             perf_run_coll(&c, (perf_coll_t)coll);
@@ -391,6 +494,10 @@ int main(int argc, char **argv)
     }
     if (opts.help) {
         fputs(perf_usage_text, stdout);
+        return 0;
+    }
+    if (opts.version) {
+        tool_version_print(stdout, "chorus-perf", chorus_version_string());
         return 0;
     }
     if (opts.nranks > 0)

@@ -28,15 +28,27 @@ const char perf_usage_text[] =
     "                       float32 float64, or all (default float32)\n"
     "  -o, --op OP          sum prod min max avg, or all (default sum)\n"
     "  -r, --root R         root of broadcast and reduce, or all (default 0)\n"
-    "  -np N                start N local ranks of chorus-perf (default: run under\n"
-    "                       the launcher that started it, e.g. chorus-run or mpirun)\n"
+    "  -np N                start N local ranks of chorus-perf (default: run as one\n"
+    "                       rank of the job that started it; see below)\n"
     "  --json FILE          also write the results to FILE as JSON\n"
     "  -h, --help           print this help\n"
+    "  --version            print the version of chorus-perf and of the library\n"
+    "\n"
+    "Without -np, chorus-perf is one rank of a job whose launcher sets, for every rank,\n"
+    "either CHORUS_RANK, CHORUS_SIZE and CHORUS_ADDR (chorus-run does) or the torchrun\n"
+    "variables RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT (torchrun, or any launcher\n"
+    "or script that sets them), with the same CHORUS_SECRET. mpirun and srun set none of\n"
+    "these; under them a wrapper can set RANK and WORLD_SIZE from OMPI_COMM_WORLD_RANK\n"
+    "and OMPI_COMM_WORLD_SIZE (or SLURM_PROCID and SLURM_NTASKS), and MASTER_ADDR and\n"
+    "MASTER_PORT to a free port on the host of rank 0.\n"
     "\n"
     "Sizes are the whole buffer: for allgather, reduce_scatter and alltoall each rank\n"
     "contributes size / ranks. busbw = algbw * 2(n-1)/n for allreduce, (n-1)/n for\n"
     "allgather, reduce_scatter and alltoall, 1 for broadcast and reduce. Time is the\n"
-    "slowest rank's average. The exit code is 1 when any element was wrong.\n";
+    "slowest rank's average. Sizes run from -b up to -e, -e included; a size that\n"
+    "gives no whole element per rank is skipped with a note. The algorithm column names\n"
+    "what the library chose for each size (asked of one untimed call). The exit code is\n"
+    "1 when any element was wrong, 2 for a usage error.\n";
 
 int perf_parse_size(const char *text, size_t *bytes_p)
 {
@@ -192,6 +204,10 @@ int perf_opts_parse(int argc, char **argv, perf_opts_t *o, char *err, size_t err
             o->help = 1;
             return 0;
         }
+        if (strcmp(arg, "--version") == 0) {
+            o->version = 1;
+            return 0;
+        }
         if (arg[0] != '-' || arg[1] == '\0') {
             if (set_collective(o, arg, err, errlen) != 0)
                 return -1;
@@ -230,20 +246,18 @@ int perf_opts_parse(int argc, char **argv, perf_opts_t *o, char *err, size_t err
 
 size_t perf_next_size(const perf_opts_t *opts, size_t prev, int *done_p)
 {
-    size_t next;
-
-    *done_p = 0;
-    /* prev * factor > maxbytes, written so that it cannot overflow */
-    if (prev > opts->maxbytes / opts->factor) {
-        *done_p = 1;
+    *done_p = prev >= opts->maxbytes;
+    if (*done_p)
         return 0;
-    }
-    next = prev == 0 ? 1 : prev * opts->factor;
-    if (next > opts->maxbytes) {
-        *done_p = 1;
-        return 0;
-    }
-    return next;
+    if (prev == 0)
+        return 1;
+    /*
+     * prev * factor, but never past maxbytes: where it would pass, the sweep ends on
+     * maxbytes itself, the size the header announces. Written so it cannot overflow.
+     */
+    if (prev > opts->maxbytes / opts->factor)
+        return opts->maxbytes;
+    return prev * opts->factor;
 }
 
 char **perf_opts_strip_np(int argc, char **argv, const perf_opts_t *opts)

@@ -18,7 +18,8 @@ typedef struct {
     int nranks;            /* -np: ranks to spawn; 0: run under the current launcher */
     int np_argi;           /* index of "-np" in argv, 0 when absent */
     const char *json_path; /* NULL: no JSON */
-    int help;
+    int help;              /* -h or --help: print the usage, nothing else */
+    int version;           /* --version: print the versions, nothing else */
 } perf_opts_t;
 
 /*
@@ -32,8 +33,8 @@ int perf_parse_size(const char *text, size_t *bytes_p);
 
 /*
  * The message sizes of a sweep: the first is minbytes; each next one is
- * factor times the last (the one after 0 is 1), up to maxbytes. Returns the
- * size after prev, or 0 with *done_p = 1 at the end.
+ * factor times the last (the one after 0 is 1), and the last is maxbytes
+ * itself. Returns the size after prev, or 0 with *done_p = 1 at the end.
  */
 size_t perf_next_size(const perf_opts_t *opts, size_t prev, int *done_p);
 

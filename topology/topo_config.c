@@ -18,7 +18,7 @@ static const chorus__config_var_t topo_vars[] = {
 };
 
 const chorus__config_table_t topo_config_table = {
-    "topology", "topology: discovery of packages, caches, GPUs, NICs and NVLink (hwloc, NVML)",
+    "topology", "discovery of packages, caches, GPUs, NICs and NVLink (hwloc, NVML)",
     topo_vars, sizeof(topo_vars) / sizeof(topo_vars[0]),
 };
 

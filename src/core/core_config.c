@@ -52,7 +52,7 @@ static const chorus__config_var_t core_vars[] = {
 };
 
 const chorus__config_table_t chorus__core_config_table = {
-    "core", "core: timeouts, pipelining, transport",
+    "core", "timeouts, pipelining, transport",
     core_vars, sizeof(core_vars) / sizeof(core_vars[0]),
 };
 
@@ -74,7 +74,7 @@ static const chorus__config_var_t launch_vars[] = {
 };
 
 const chorus__config_table_t chorus__launch_config_table = {
-    "launch", "launch: how a communicator is created from the environment",
+    "launch", "how a communicator is created from the environment",
     launch_vars, sizeof(launch_vars) / sizeof(launch_vars[0]),
 };
 

@@ -1,11 +1,14 @@
 /*
  * chorus-info: what this build of chorus contains and how it is configured.
- *   chorus-info              version, features, transports, kernel ISA
+ *   chorus-info              version, what the build uses and what it only detected,
+ *                            transports, kernel ISA
  *   chorus-info -c           every configuration variable: value, default, help
  *   chorus-info --tune [-n N] [--nodes one|many|LIST] the algorithm selection table
  *   chorus-info --topo [FILE] this node's map (or the one in FILE or CHORUS_TOPO_FILE)
  *   chorus-info --man-config the variables as roff, for chorus(7)
+ *   chorus-info --version    the tool's and the library's version
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +18,7 @@
 #include "config.h"
 #include "core/core_config.h"
 #include "reduce/reduce.h"
+#include "tools/tool_version.h"
 #include "topology/layout.h"
 #include "topology/topo.h"
 #include "transports/base/team.h"
@@ -25,8 +29,9 @@
 static void usage(FILE *out)
 {
     fputs("usage: chorus-info [-c | --config] [--tune [-n RANKS] [--nodes one|many|LIST]] "
-          "[--topo [FILE]] [--man-config] [-h]\n"
-          "  (no option)   version, built-in features, transports, kernel ISA\n"
+          "[--topo [FILE]] [--man-config] [-h | --help] [--version]\n"
+          "  (no option)   version, what the build uses and what configure only detected,\n"
+          "                transports, kernel ISA\n"
           "  -c, --config  every configuration variable with its value, default and help\n"
           "  --tune        the algorithm selection table (cost-model estimates) for RANKS ranks\n"
           "                (default: CHORUS_SIZE, else 4) on one node (shared memory, the\n"
@@ -34,14 +39,22 @@ static void usage(FILE *out)
           "                LIST ranks per node, e.g. --nodes 2,2 (RANKS is then their sum)\n"
           "  --topo [FILE] this node's packages, caches, GPUs, NICs, their distances and\n"
           "                NVLinks; from FILE (hwloc XML) or CHORUS_TOPO_FILE when given\n"
-          "  --man-config  the variables as roff source, for chorus(7)\n", out);
+          "  --man-config  the variables as roff source, for chorus(7)\n"
+          "  -h, --help    print this help\n"
+          "  --version     print the version of chorus-info and of the library\n", out);
 }
 
 static void print_summary(void)
 {
     printf("chorus %s (header %d.%d.%d)\n", chorus_version_string(), CHORUS_VERSION_MAJOR,
            CHORUS_VERSION_MINOR, CHORUS_VERSION_PATCH);
-    printf("features:%s\n", CHORUS_BUILD_FEATURES[0] ? CHORUS_BUILD_FEATURES : " (none)");
+    /* Only what the library uses; what configure found but no code uses yet is kept apart. */
+    printf("built with:%s\n", CHORUS_BUILD_FEATURES[0] ? CHORUS_BUILD_FEATURES : " (none)");
+#ifdef CHORUS_BUILD_MPI_HEADER
+    printf("mpi: chorus_mpi.h installed (header only; the library links no MPI)\n");
+#endif
+    printf("detected, not used by this version:%s\n",
+           CHORUS_BUILD_DETECTED[0] ? CHORUS_BUILD_DETECTED : " (none)");
     printf("transports:");
     for (int i = 0; tl_p2p_all[i] != NULL; i++) {
         tl_caps_t caps;
@@ -189,56 +202,137 @@ static int print_topo(const char *file)
     return st == CHORUS_OK ? 0 : 1;
 }
 
+typedef enum {
+    INFO_SUMMARY,
+    INFO_CONFIG,
+    INFO_MAN_CONFIG,
+    INFO_TUNE,
+    INFO_TOPO,
+    INFO_HELP,
+    INFO_VERSION,
+} info_mode_t;
+
+typedef struct {
+    info_mode_t mode;
+    int ranks;             /* --tune -n; 0: CHORUS_SIZE, else 4 */
+    int node_local;        /* --tune: every rank on one node */
+    const char *list;      /* --tune --nodes LIST, or NULL */
+    const char *topo_file; /* --topo FILE, or NULL */
+} info_opts_t;
+
+static int bad_usage(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "chorus-info: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n");
+    usage(stderr);
+    return 2;
+}
+
+/* One mode per run: a second one is an error rather than silently ignored. */
+static int set_mode(info_opts_t *o, info_mode_t mode, const char *arg)
+{
+    if (o->mode != INFO_SUMMARY && o->mode != mode)
+        return bad_usage("option '%s' cannot be combined with the one before it", arg);
+    o->mode = mode;
+    return 0;
+}
+
+static int parse_ranks(const char *text, int *ranks_p)
+{
+    char *end;
+    long v;
+
+    errno = 0;
+    v = strtol(text, &end, 10);
+    if (errno != 0 || end == text || *end != '\0' || v < 1 || v > 1 << 20)
+        return -1;
+    *ranks_p = (int)v;
+    return 0;
+}
+
+/* Reads argv into o; returns 0, or the exit status after printing why. */
+static int parse_args(int argc, char **argv, info_opts_t *o)
+{
+    *o = (info_opts_t){.mode = INFO_SUMMARY, .node_local = 1};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int rc = 0;
+
+        if (!strcmp(a, "-c") || !strcmp(a, "--config")) {
+            rc = set_mode(o, INFO_CONFIG, a);
+        } else if (!strcmp(a, "--man-config")) {
+            rc = set_mode(o, INFO_MAN_CONFIG, a);
+        } else if (!strcmp(a, "--topo")) {
+            rc = set_mode(o, INFO_TOPO, a);
+            if (rc == 0 && i + 1 < argc && argv[i + 1][0] != '-')
+                o->topo_file = argv[++i];
+        } else if (!strcmp(a, "--tune")) {
+            rc = set_mode(o, INFO_TUNE, a);
+        } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            rc = set_mode(o, INFO_HELP, a);
+        } else if (tool_version_requested(a)) {
+            rc = set_mode(o, INFO_VERSION, a);
+        } else if (!strcmp(a, "-n") || !strcmp(a, "--nodes")) {
+            if (i + 1 >= argc)
+                return bad_usage("option %s needs a value", a);
+            i++;
+            if (!strcmp(a, "-n") && parse_ranks(argv[i], &o->ranks) != 0)
+                return bad_usage("invalid rank count '%s' for -n: expected an integer >= 1",
+                                 argv[i]);
+            if (!strcmp(a, "--nodes")) {
+                o->node_local = !strcmp(argv[i], "one");
+                if (!o->node_local && strcmp(argv[i], "many") != 0) {
+                    if (argv[i][0] == '\0' ||
+                        strspn(argv[i], "0123456789,") != strlen(argv[i]))
+                        return bad_usage("--nodes takes 'one', 'many' or ranks per node "
+                                         "such as 2,2, not '%s'", argv[i]);
+                    o->list = argv[i];
+                }
+            }
+        } else {
+            return bad_usage("unknown option '%s'", a);
+        }
+        if (rc != 0)
+            return rc;
+    }
+    if (o->mode != INFO_TUNE && (o->ranks != 0 || !o->node_local))
+        return bad_usage("%s", "-n and --nodes go with --tune");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    int ranks = 0, tune = 0, node_local = 1;
-    const char *list = NULL;
+    const chorus__config_table_t *tables[CHORUS__CONFIG_TABLES_MAX];
+    info_opts_t o;
+    int rc;
 
     chorus__log_init();
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-c") || !strcmp(argv[i], "--config") ||
-            !strcmp(argv[i], "--man-config")) {
-            const chorus__config_table_t *tables[CHORUS__CONFIG_TABLES_MAX];
-
-            chorus__config_tables(tables, CHORUS__CONFIG_TABLES_MAX);
-            chorus__config_print(stdout, tables, !strcmp(argv[i], "--man-config"));
-            return 0;
-        } else if (!strcmp(argv[i], "--topo")) {
-            return print_topo(i + 1 < argc && argv[i + 1][0] != '-' ? argv[i + 1] : NULL);
-        } else if (!strcmp(argv[i], "--tune")) {
-            tune = 1;
-        } else if (!strcmp(argv[i], "-n") && i + 1 < argc) {
-            ranks = atoi(argv[++i]);
-            if (ranks < 1) {
-                fprintf(stderr, "chorus-info: invalid rank count '%s'\n", argv[i]);
-                return 2;
-            }
-        } else if (!strcmp(argv[i], "--nodes") && i + 1 < argc) {
-            node_local = !strcmp(argv[++i], "one");
-            if (!node_local && strcmp(argv[i], "many") != 0) {
-                if (strspn(argv[i], "0123456789,") != strlen(argv[i])) {
-                    fprintf(stderr, "chorus-info: --nodes takes 'one', 'many' or ranks per "
-                            "node such as 2,2, not '%s'\n", argv[i]);
-                    return 2;
-                }
-                list = argv[i];
-                node_local = 0;
-            }
-        } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            usage(stdout);
-            return 0;
-        } else {
-            fprintf(stderr, "chorus-info: unknown option '%s'\n", argv[i]);
-            usage(stderr);
-            return 2;
+    rc = parse_args(argc, argv, &o);
+    if (rc != 0)
+        return rc;
+    switch (o.mode) {
+    case INFO_CONFIG:
+    case INFO_MAN_CONFIG:
+        chorus__config_tables(tables, CHORUS__CONFIG_TABLES_MAX);
+        chorus__config_print(stdout, tables, o.mode == INFO_MAN_CONFIG);
+        return 0;
+    case INFO_TOPO:
+        return print_topo(o.topo_file);
+    case INFO_TUNE:
+        if (o.ranks == 0) {
+            const char *size = getenv("CHORUS_SIZE");
+            o.ranks = size && atoi(size) > 0 ? atoi(size) : 4;
         }
+        return print_tune(o.ranks, o.node_local, o.list);
+    case INFO_HELP:
+        usage(stdout);
+        return 0;
+    case INFO_VERSION:
+        tool_version_print(stdout, "chorus-info", chorus_version_string());
+        return 0;
+    default:
+        print_summary();
+        return 0;
     }
-    if (tune) {
-        const char *size = getenv("CHORUS_SIZE");
-        if (ranks == 0)
-            ranks = size && atoi(size) > 0 ? atoi(size) : 4;
-        return print_tune(ranks, node_local, list);
-    }
-    print_summary();
-    return 0;
 }

@@ -10,9 +10,11 @@
 #include <string.h>
 
 #include "tools/launch.h"
+#include "tools/tool_version.h"
 
 static const char *const usage_text =
     "usage: chorus-run [-n N | -np N] [--prefix|-p] [--timeout S] PROGRAM [ARGS...]\n"
+    "       chorus-run --help | --version\n"
     "\n"
     "Runs N copies (ranks) of PROGRAM on this machine and waits for all of them.\n"
     "\n"
@@ -20,6 +22,7 @@ static const char *const usage_text =
     "  -p, --prefix   prefix every line the ranks print with \"[rank] \"\n"
     "  --timeout S    terminate the job after S seconds (exit code 124)\n"
     "  -h, --help     print this help\n"
+    "  --version      print the version of chorus-run\n"
     "  --             end of options\n"
     "\n"
     "Each rank gets CHORUS_RANK, CHORUS_SIZE, CHORUS_LOCAL_RANK, CHORUS_LOCAL_SIZE,\n"
@@ -71,6 +74,9 @@ int main(int argc, char **argv)
             break;
         } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             usage(stdout);
+            return 0;
+        } else if (tool_version_requested(a)) {
+            tool_version_print(stdout, "chorus-run", NULL);
             return 0;
         } else if (strcmp(a, "-p") == 0 || strcmp(a, "--prefix") == 0) {
             opts.prefix = 1;

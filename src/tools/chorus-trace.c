@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "chorus.h"
+#include "tools/tool_version.h"
 #include "util/json.h"
 
 /* Largest trace file read (a full ring of the largest size is far below). */
@@ -322,7 +323,21 @@ int main(int argc, char **argv)
     int align = 1, c;
 
     /* Options may come before or after "merge PREFIX" (getopt_long permutes). */
-    while ((c = getopt_long(argc, argv, "o:hV", longopts, NULL)) != -1) {
+    /* Long options only by their whole names: getopt would take "--versio" for --version. */
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
+        size_t len = strcspn(argv[i], "=");
+        int known = strncmp(argv[i], "--", 2) != 0;
+
+        for (const struct option *o = longopts; !known && o->name != NULL; o++)
+            known = len == strlen(o->name) + 2 && strncmp(argv[i] + 2, o->name, len - 2) == 0;
+        if (!known) {
+            fprintf(stderr, "chorus-trace: unknown option '%s'\n", argv[i]);
+            usage(stderr);
+            return 2;
+        }
+    }
+    opterr = 0;     /* the messages below name the option as it was given */
+    while ((c = getopt_long(argc, argv, ":o:hV", longopts, NULL)) != -1) {
         switch (c) {
         case 'o':
             output = optarg;
@@ -334,9 +349,14 @@ int main(int argc, char **argv)
             usage(stdout);
             return 0;
         case 'V':
-            printf("chorus-trace %s\n", chorus_version_string());
+            tool_version_print(stdout, "chorus-trace", chorus_version_string());
             return 0;
-        default:    /* getopt named the unknown option or the missing value */
+        case ':':
+            fprintf(stderr, "chorus-trace: option '%s' needs a value\n", argv[optind - 1]);
+            usage(stderr);
+            return 2;
+        default:
+            fprintf(stderr, "chorus-trace: unknown option '%s'\n", argv[optind - 1]);
             usage(stderr);
             return 2;
         }

@@ -136,8 +136,11 @@ void chorus__config_print(FILE *out, const chorus__config_table_t *const *tables
     for (size_t t = 0; tables[t] != NULL; t++) {
         const chorus__config_table_t *table = tables[t];
 
+        /* The heading names the component once; descriptions do not repeat it. */
         if (as_man) {
             fputs(".SS ", out);
+            print_roff(out, table->component);
+            fputs(": ", out);
             print_roff(out, table->description);
             fputc('\n', out);
         } else {

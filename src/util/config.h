@@ -30,7 +30,7 @@ typedef struct {
 
 typedef struct chorus__config_table {
     const char *component;      /* "core", "tcp", ... */
-    const char *description;
+    const char *description;    /* what the variables are about; headings add the component */
     const chorus__config_var_t *vars;
     size_t count;
 } chorus__config_table_t;

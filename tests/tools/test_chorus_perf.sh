@@ -1,6 +1,8 @@
 #!/bin/sh
 # chorus-perf end to end against the library: output format, JSON, option
-# errors, and every collective, dtype and op at 6 ranks with no wrong element.
+# errors, and every collective, dtype and op at 6 ranks with no wrong element;
+# the sweep's last size, the root and algorithm columns, skipped sizes, the
+# warning for more ranks than cores, and a run under torchrun's variables.
 #
 # usage: test_chorus_perf.sh PATH_TO_CHORUS_PERF   (or set CHORUS_PERF)
 set -u
@@ -20,8 +22,12 @@ rc=$?
 check "allreduce exits 0 (got $rc)" [ "$rc" -eq 0 ]
 check "8 rows for 8..1024 bytes" [ "$(rows "$TMP/out")" -eq 8 ]
 check "header names the collective" grep -q '^# chorus-perf: allreduce, nranks 1' "$TMP/out"
-check "row 1024 bytes = 256 float32 sum" \
-    grep -qE '^ +1024 +256 +float32 +sum +-1 ' "$TMP/out"
+check "row 1024 bytes = 256 float32 sum, no root column" \
+    grep -qE '^ +1024 +256 +float32 +sum +[0-9.]+ ' "$TMP/out"
+check "allreduce has no root column" sh -c "! grep -q ' root ' '$TMP/out'"
+check "the heading names the algorithm column" grep -qE '^#.* algorithm$' "$TMP/out"
+check "every row ends with an algorithm name" \
+    sh -c "! grep -v '^#' '$TMP/out' | grep -vqE ' [a-z][a-z0-9_]*$'"
 check "wrong total line" grep -qx '# out-of-place/in-place wrong elements total: 0' "$TMP/out"
 check "avg busbw line" grep -qE '^# avg bus bandwidth: [0-9.]+ GB/s$' "$TMP/out"
 
@@ -44,12 +50,103 @@ doc = json.load(open(sys.argv[1]))
 assert doc["nranks"] == 1 and doc["wrong_total"] == 0, doc
 assert len(doc["results"]) == int(sys.argv[2]), len(doc["results"])
 r = doc["results"][0]
-assert set(r) == {"collective", "size", "count", "type", "redop", "root",
+assert set(r) == {"collective", "size", "count", "type", "redop", "root", "algorithm",
                   "out_of_place", "in_place"}, r
 assert set(r["in_place"]) == {"time_us", "algbw_gbs", "busbw_gbs", "wrong"}, r
+for r in doc["results"]:
+    assert isinstance(r["algorithm"], str) and r["algorithm"], r
+    rooted = r["collective"] in ("broadcast", "reduce")
+    assert (r["root"] is not None) == rooted, r
+assert {r["root"] for r in doc["results"] if r["collective"] == "reduce"} == {0}, doc
 EOF
     check "JSON holds the same rows" [ $? -eq 0 ]
 fi
+
+# The sweep ends on the size it announces, even where the factor steps past it.
+perf allreduce -np 1 -b 8 -e 1M -f 4 -n 1 -w 0 > "$TMP/max"
+check "-e 1M -f 4 exits 0 (got $?)" [ $? -eq 0 ]
+check "-e 1M -f 4: the last row is 1048576 bytes" \
+    [ "$(grep -v '^#' "$TMP/max" | tail -n 1 | awk '{print $1}')" = 1048576 ]
+check "-e 1M -f 4: 512K is the row before" grep -qE '^ +524288 ' "$TMP/max"
+
+# Sizes with no whole element for each rank are skipped with a note; the largest,
+# rounded down, says so.
+perf allgather -np 3 -b 1 -e 64 -d float64 -n 1 -w 0 > "$TMP/skip" 2>&1
+check "allgather at 3 ranks exits 0 (got $?)" [ $? -eq 0 ]
+for b in 1 2 4 8 16; do
+    check "$b bytes skipped with a note" \
+        grep -qx "# $b bytes skipped: less than one float64 element for each of 3 ranks" \
+        "$TMP/skip"
+done
+check "no row of 0 elements" sh -c "! grep -qE '^ +0 +0 ' '$TMP/skip'"
+check "rows for 32 and 64 bytes as 24 and 48" \
+    [ "$(grep -v '^#' "$TMP/skip" | awk '{print $1}' | tr '\n' ' ')" = "24 48 " ]
+check "the rounded maximum is named" \
+    grep -q '^# 64 bytes ran as 48: whole float64 elements' "$TMP/skip"
+
+# The root column only where there is a root: broadcast and reduce, every root.
+perf broadcast -np 2 -b 4 -e 8 -r all -n 1 -w 0 > "$TMP/root" 2>&1
+check "broadcast -r all exits 0 (got $?)" [ $? -eq 0 ]
+check "broadcast has a root column" grep -qE '^# +size +count +type +redop +root ' "$TMP/root"
+check "broadcast rows for root 0 and 1" \
+    [ "$(grep -v '^#' "$TMP/root" | awk '{print $5}' | sort -u | tr '\n' ' ')" = "0 1 " ]
+
+# More ranks than cores: one warning line (the job sees one core under taskset).
+if command -v taskset >/dev/null 2>&1; then
+    taskset -c 0 timeout -k 5 60 "$PERF" allreduce -np 2 -b 8 -e 8 -n 1 -w 0 \
+        > "$TMP/over" 2>&1
+    check "2 ranks on 1 core exit 0 (got $?)" [ $? -eq 0 ]
+    check "2 ranks on 1 core: one warning line" \
+        [ "$(grep -c '^# warning: 2 ranks on this node share 1 core' "$TMP/over")" -eq 1 ]
+fi
+check "1 rank: no warning" sh -c "! grep -q warning '$TMP/out'"
+
+# JSON: version, host, cores, ranks, and per row the algorithm the table names.
+perf reduce -np 2 -b 64 -e 64 -n 1 -w 0 --json "$TMP/run.json" > "$TMP/run.out" 2>&1
+check "--json at 2 ranks exits 0 (got $?)" [ $? -eq 0 ]
+if command -v python3 >/dev/null 2>&1; then
+    python3 - "$TMP/run.json" "$("$PERF" --version | sed -n 's/^library: libchorus //p')" \
+        "$(hostname)" "$TMP/run.out" <<'EOF'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+assert doc["version"] == sys.argv[2], (doc["version"], sys.argv[2])
+assert doc["host"] == sys.argv[3], (doc["host"], sys.argv[3])
+assert isinstance(doc["cores"], int) and doc["cores"] >= 1, doc
+assert doc["nranks"] == 2 and doc["local_ranks"] == 2, doc
+rows = [l.split() for l in open(sys.argv[4]) if l.strip() and not l.startswith("#")]
+assert [r["algorithm"] for r in doc["results"]] == [r[-1] for r in rows], (doc, rows)
+assert [r["root"] for r in doc["results"]] == [0], doc
+EOF
+    check "JSON names the version, host, cores, ranks and algorithms" [ $? -eq 0 ]
+fi
+
+# Under torchrun's variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) instead of
+# chorus-run's: chorus-run only provides the port and the secret here.
+if [ -n "${CHORUS_RUN:-}" ] && [ -x "$CHORUS_RUN" ]; then
+    # shellcheck disable=SC2016 # expanded by each rank's shell, from chorus-run's values
+    timeout -k 5 60 "$CHORUS_RUN" -n 2 sh -c 'exec env -u CHORUS_RANK -u CHORUS_SIZE \
+        -u CHORUS_ADDR -u CHORUS_LOCAL_RANK -u CHORUS_LOCAL_SIZE RANK=$CHORUS_RANK \
+        WORLD_SIZE=$CHORUS_SIZE MASTER_ADDR=127.0.0.1 MASTER_PORT=${CHORUS_ADDR##*:} \
+        "$0" allreduce -b 64 -e 256 -n 1 -w 0' "$PERF" > "$TMP/torch" 2>&1
+    check "runs under torchrun's variables (got $?)" [ $? -eq 0 ]
+    check "torchrun's variables: 2 ranks" grep -q '^# chorus-perf: allreduce, nranks 2' \
+        "$TMP/torch"
+    check "torchrun's variables: no wrong element" \
+        grep -qx '# out-of-place/in-place wrong elements total: 0' "$TMP/torch"
+fi
+"$PERF" --help > "$TMP/help"
+check "--help names the variables it runs under" \
+    sh -c "grep -q 'RANK, WORLD_SIZE, MASTER_ADDR' '$TMP/help' && grep -q CHORUS_RANK '$TMP/help'"
+check "--help claims no launcher it does not support" \
+    sh -c "! grep -q 'e.g. chorus-run or mpirun' '$TMP/help'"
+
+# Setup failures end every rank, not only the one that failed.
+perf allreduce -np 2 -b 8 -e 8 --json "$TMP/no/such/dir/x.json" > /dev/null 2> "$TMP/err"
+check "an unwritable --json ends the job with 1 (got $?)" [ $? -eq 1 ]
+check "an unwritable --json is named" grep -q "no/such/dir/x.json" "$TMP/err"
+perf allreduce -np 2 -b 8 -e 1073741824G > /dev/null 2> "$TMP/err"
+check "buffers that cannot be allocated end the job with 1 (got $?)" [ $? -eq 1 ]
+check "the allocation failure is reported" grep -q "cannot allocate" "$TMP/err"
 
 perf broadcast -np 1 -e 64 -c 0 > "$TMP/nocheck"
 check "-c 0 prints N/A" grep -q 'N/A (not checked)' "$TMP/nocheck"

@@ -442,6 +442,75 @@ Test(perf_report, bandwidth)
     cr_expect_eq(row.algbw[1], 0.0);
 }
 
+/* The table printed for row into a string (free it). */
+static char *print_table(perf_coll_t coll, const perf_row_t *row)
+{
+    perf_opts_t o = {.minbytes = 8, .maxbytes = 64, .factor = 2, .iters = 1, .check = 1};
+    perf_run_info_t run = {.version = "0", .host = "h", .cores = 2, .nranks = 4,
+                           .local_size = 4, .nodes = "1 (ranks per node 4)"};
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+
+    cr_assert_not_null(f);
+    perf_print_header(f, &o, coll, &run);
+    perf_print_row(f, row);
+    fclose(f);
+    return text;
+}
+
+Test(perf_report, root_column_only_for_rooted_collectives)
+{
+    perf_row_t row = {.coll = PERF_ALLREDUCE, .dtype = CHORUS_FLOAT32, .op = CHORUS_SUM,
+                      .root = -1, .bytes = 64, .elems = 16, .wrong = {0, 0},
+                      .algorithm = "ring"};
+    char *text = print_table(PERF_ALLREDUCE, &row);
+
+    cr_expect(strstr(text, " root ") == NULL, "%s", text);
+    cr_expect(strstr(text, "   algorithm\n") != NULL, "%s", text);
+    cr_expect(strstr(text, "        64            16   float32     sum   ") != NULL, "%s",
+              text);
+    cr_expect(strstr(text, "-1") == NULL, "%s", text);
+    cr_expect(strstr(text, "   ring\n") != NULL, "%s", text);
+    free(text);
+
+    row.coll = PERF_BROADCAST;
+    row.op = -1;
+    row.root = 3;
+    row.algorithm = NULL;
+    text = print_table(PERF_BROADCAST, &row);
+    cr_expect(strstr(text, " root ") != NULL, "%s", text);
+    cr_expect(strstr(text, "  float32    none     3   ") != NULL, "%s", text);
+    cr_expect(strstr(text, "   ?\n") != NULL, "%s", text);
+    free(text);
+}
+
+Test(perf_report, json_names_the_run_and_each_algorithm)
+{
+    perf_opts_t o = {.minbytes = 8, .maxbytes = 64, .factor = 2, .iters = 1, .check = 1};
+    perf_run_info_t run = {.version = "9.8.7", .host = "a\"b", .cores = 3, .nranks = 5,
+                           .local_size = 5, .nodes = "1 (ranks per node 5)"};
+    perf_row_t row = {.coll = PERF_ALLREDUCE, .dtype = CHORUS_FLOAT32, .op = CHORUS_SUM,
+                      .root = -1, .bytes = 64, .elems = 16, .algorithm = "shm_slice"};
+    perf_json_t j;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+
+    cr_assert_not_null(f);
+    perf_json_begin(&j, f, &o, &run);
+    perf_json_row(&j, &row);
+    perf_json_end(&j, 0, 0.0, 1);
+    fclose(f);
+    cr_expect(strstr(text, "\"version\": \"9.8.7\"") != NULL, "%s", text);
+    cr_expect(strstr(text, "\"host\": \"a\\\"b\"") != NULL, "%s", text);
+    cr_expect(strstr(text, "\"cores\": 3,") != NULL, "%s", text);
+    cr_expect(strstr(text, "\"nranks\": 5,") != NULL, "%s", text);
+    cr_expect(strstr(text, "\"root\": null, \"algorithm\": \"shm_slice\"") != NULL, "%s",
+              text);
+    free(text);
+}
+
 /* ---- command line ----------------------------------------------------------- */
 
 Test(perf_opts, sizes)
@@ -551,22 +620,46 @@ Test(perf_opts, size_sweep)
     cr_assert_eq(parse(&o, err, "p allreduce -b 0 -e 40 -f 3"), 0);
     for (s = o.minbytes; !done && n < 64; s = perf_next_size(&o, s, &done))
         got[n++] = s;
-    cr_assert_eq(n, 5);
+    /* The sweep ends on the maximum it announces, even off the factor's steps. */
+    cr_assert_eq(n, 6);
     cr_expect_eq(got[0], 0);
     cr_expect_eq(got[1], 1);
     cr_expect_eq(got[2], 3);
     cr_expect_eq(got[3], 9);
     cr_expect_eq(got[4], 27);
+    cr_expect_eq(got[5], 40);
+    cr_assert_eq(parse(&o, err, "p allreduce -b 8 -e 1M -f 4"), 0);
+    n = 0;
+    done = 0;
+    for (s = o.minbytes; !done && n < 64; s = perf_next_size(&o, s, &done))
+        got[n++] = s;
+    cr_assert_eq(n, 10);
+    cr_expect_eq(got[8], 512u << 10);
+    cr_expect_eq(got[9], 1u << 20);
     cr_assert_eq(parse(&o, err, "p allreduce -b 16 -e 16"), 0);
     n = 0;
     done = 0;
     for (s = o.minbytes; !done && n < 64; s = perf_next_size(&o, s, &done))
         n++;
     cr_expect_eq(n, 1);
-    /* Near SIZE_MAX the sweep ends instead of wrapping around. */
+    /* Near SIZE_MAX the sweep ends on SIZE_MAX instead of wrapping around. */
     o.maxbytes = SIZE_MAX;
-    perf_next_size(&o, SIZE_MAX / 2 + 1, &done);
+    cr_expect_eq(perf_next_size(&o, SIZE_MAX / 2 + 1, &done), SIZE_MAX);
+    cr_expect_eq(done, 0);
+    perf_next_size(&o, SIZE_MAX, &done);
     cr_expect_eq(done, 1);
+}
+
+Test(perf_opts, version)
+{
+    perf_opts_t o;
+    char err[256];
+
+    cr_assert_eq(parse(&o, err, "p --version"), 0, "%s", err);
+    cr_expect_eq(o.version, 1);
+    cr_expect_eq(o.help, 0);
+    cr_expect_eq(parse(&o, err, "p allreduce --verbose"), -1);
+    cr_expect(strstr(err, "--verbose") != NULL, "%s", err);
 }
 
 Test(perf_opts, strip_np)

@@ -30,6 +30,6 @@ static const chorus__config_var_t shm_vars[] = {
 };
 
 const chorus__config_table_t shm_config_table = {
-    "shm", "shm: node-local collectives through shared memory",
+    "shm", "node-local collectives through shared memory",
     shm_vars, sizeof(shm_vars) / sizeof(shm_vars[0]),
 };

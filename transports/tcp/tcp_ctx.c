@@ -44,7 +44,7 @@ static const chorus__config_var_t tcp_vars[] = {
 };
 
 const chorus__config_table_t tl_tcp_config_table = {
-    "tcp", "tcp: the network transport",
+    "tcp", "the network transport",
     tcp_vars, sizeof(tcp_vars) / sizeof(tcp_vars[0]),
 };
 
