@@ -8,6 +8,7 @@
 
 #include "core/comm.h"
 #include "util/log.h"
+#include "util/mem_bound.h"
 
 static chorus_status_t check_opts(const char *fn, const chorus_opts_t *opts)
 {
@@ -71,9 +72,12 @@ static chorus_status_t check_args(const char *fn, chorus_comm_t comm, const coll
         chorus_error("%s: invalid argument root=%d: must be in [0, %d)", fn, a->root, comm->size);
         return CHORUS_ERR_INVALID_ARG;
     }
-    if (a->count > SIZE_MAX / esize / (size_t)comm->size) {
-        chorus_error("%s: invalid argument count=%zu: the buffers would exceed the address "
-                     "space", fn, a->count);
+    if (a->count > SIZE_MAX / esize / (size_t)comm->size ||
+        !chorus__mem_fits(send_here ? a->sendbuf : NULL, send_elems * esize) ||
+        !chorus__mem_fits(recv_here ? a->recvbuf : NULL, recv_elems * esize)) {
+        chorus_error("%s: invalid argument count=%zu: %zu-byte elements at %d ranks do not fit "
+                     "in this process's memory (address space, PTRDIFF_MAX, RLIMIT_AS)", fn,
+                     a->count, esize, comm->size);
         return CHORUS_ERR_INVALID_ARG;
     }
     if (send_elems > 0 && send_here && a->sendbuf == NULL) {

@@ -1,0 +1,182 @@
+/*
+ * Errors that leave every rank in step: byte counts that no buffer of the
+ * process could have are refused on every rank and path without touching
+ * memory or growing without end; a count mismatch is never returned as
+ * success with wrong data on the network path; a non-blocking call that
+ * fails leaves *req_p as it was. After each refused call a correct call
+ * gives the exact answer on every rank.
+ */
+#include <criterion/criterion.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+/* Exit codes of the rank functions: 0 = every outcome as expected. */
+enum {
+    RC_OK = 0, RC_SETUP = 10, RC_ACCEPTED = 11, RC_REQ_WRITTEN = 12, RC_AFTER = 13,
+    RC_TOUCHED = 14, RC_SUCCESS_WRONG = 15
+};
+
+#define SMALL 64                    /* elements of the buffers really there */
+#define HEADROOM ((size_t)1 << 30)  /* address space a rank may map beyond what it has */
+
+typedef enum {
+    CALL_ALLREDUCE, CALL_ALLGATHER, CALL_BROADCAST, CALL_REDUCE_SCATTER, CALL_REDUCE,
+    CALL_ALLTOALL, CALL_KINDS
+} call_kind_t;
+
+static const char *const call_names[CALL_KINDS] = {
+    "allreduce", "allgather", "broadcast", "reduce_scatter", "reduce", "alltoall"
+};
+
+/* One collective, blocking (req_p NULL) or not. */
+static chorus_status_t call(call_kind_t kind, const void *s, void *r, size_t count,
+                            chorus_dtype_t dt, int root, chorus_comm_t comm,
+                            chorus_request_t *req_p)
+{
+    switch (kind) {
+    case CALL_ALLREDUCE:
+        return req_p ? chorus_iallreduce(s, r, count, dt, CHORUS_SUM, comm, NULL, req_p)
+                     : chorus_allreduce(s, r, count, dt, CHORUS_SUM, comm, NULL);
+    case CALL_ALLGATHER:
+        return req_p ? chorus_iallgather(s, r, count, dt, comm, NULL, req_p)
+                     : chorus_allgather(s, r, count, dt, comm, NULL);
+    case CALL_BROADCAST:
+        return req_p ? chorus_ibroadcast(s, r, count, dt, root, comm, NULL, req_p)
+                     : chorus_broadcast(s, r, count, dt, root, comm, NULL);
+    case CALL_REDUCE_SCATTER:
+        return req_p ? chorus_ireduce_scatter(s, r, count, dt, CHORUS_SUM, comm, NULL, req_p)
+                     : chorus_reduce_scatter(s, r, count, dt, CHORUS_SUM, comm, NULL);
+    case CALL_REDUCE:
+        return req_p ? chorus_ireduce(s, r, count, dt, CHORUS_SUM, root, comm, NULL, req_p)
+                     : chorus_reduce(s, r, count, dt, CHORUS_SUM, root, comm, NULL);
+    default:
+        return req_p ? chorus_ialltoall(s, r, count, dt, comm, NULL, req_p)
+                     : chorus_alltoall(s, r, count, dt, comm, NULL);
+    }
+}
+
+/* Bytes of address space this process has mapped now (/proc/self/statm). */
+static size_t mapped_bytes(void)
+{
+    unsigned long pages = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+
+    if (f == NULL)
+        return 0;
+    if (fscanf(f, "%lu", &pages) != 1)
+        pages = 0;
+    fclose(f);
+    return (size_t)pages * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+/* Limit the rank to what it has mapped plus HEADROOM, so that a runaway allocation fails. */
+static int limit_memory(void)
+{
+    size_t now = mapped_bytes();
+    struct rlimit lim = {.rlim_cur = now + HEADROOM, .rlim_max = RLIM_INFINITY};
+
+    if (now == 0)
+        return -1;
+    return setrlimit(RLIMIT_AS, &lim);
+}
+
+/* An allreduce of rank + 1 over int32: every element must be size (size + 1) / 2. */
+static int allreduce_exact(chorus_comm_t comm, int rank, int size)
+{
+    int32_t in[SMALL], out[SMALL];
+
+    for (int i = 0; i < SMALL; i++) {
+        in[i] = rank + 1;
+        out[i] = -1;
+    }
+    if (chorus_allreduce(in, out, SMALL, CHORUS_INT32, CHORUS_SUM, comm, NULL) != CHORUS_OK)
+        return RC_AFTER;
+    for (int i = 0; i < SMALL; i++)
+        if (out[i] != size * (size + 1) / 2)
+            return RC_AFTER;
+    return RC_OK;
+}
+
+/* ---- byte counts no buffer could have ----------------------------------- */
+
+/*
+ * The send and receive buffers of kind with count elements of esize bytes,
+ * in place or not, over real memory of a few bytes: nothing may be touched.
+ */
+static void huge_buffers(call_kind_t kind, int in_place, size_t count, size_t esize, int rank,
+                         unsigned char *mem, const void **s_p, void **r_p)
+{
+    uintptr_t base = (uintptr_t)mem, step = (uintptr_t)count * (uintptr_t)esize;
+
+    *s_p = mem;
+    *r_p = mem + 4096;
+    if (!in_place)
+        return;
+    *r_p = mem;
+    /* The in-place layouts of allgather and reduce_scatter sit this rank's block in the other. */
+    if (kind == CALL_ALLGATHER)
+        *s_p = (const void *)(base + step * (uintptr_t)rank);
+    else if (kind == CALL_REDUCE_SCATTER)
+        *r_p = (void *)(base + step * (uintptr_t)rank);
+}
+
+static int huge_counts(chorus_comm_t comm, int rank, int size, void *arg)
+{
+    static const size_t counts[] = {((size_t)1 << 62) / 4, SIZE_MAX / 4, SIZE_MAX};
+    unsigned char *mem = calloc(1, 8192);
+
+    (void)arg;
+    if (mem == NULL || limit_memory() != 0)
+        return RC_SETUP;
+    for (int kind = 0; kind < CALL_KINDS; kind++) {
+        for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+            for (int in_place = 0; in_place < 2; in_place++) {
+                const void *s;
+                void *r;
+                chorus_request_t req = (chorus_request_t)(uintptr_t)0x5eed;
+                chorus_dtype_t dt = counts[c] == SIZE_MAX ? CHORUS_UINT8 : CHORUS_INT32;
+
+                huge_buffers(kind, in_place, counts[c], chorus_dtype_size(dt), rank, mem, &s,
+                             &r);
+                if (call(kind, s, r, counts[c], dt, 0, comm, NULL) != CHORUS_ERR_INVALID_ARG ||
+                    call(kind, s, r, counts[c], dt, 0, comm, &req) != CHORUS_ERR_INVALID_ARG) {
+                    fprintf(stderr, "rank %d: %s of %zu elements (in place %d) accepted\n",
+                            rank, call_names[kind], counts[c], in_place);
+                    return RC_ACCEPTED;
+                }
+                if (req != (chorus_request_t)(uintptr_t)0x5eed)
+                    return RC_REQ_WRITTEN;
+            }
+        }
+    }
+    for (size_t i = 0; i < 8192; i++)
+        if (mem[i] != 0)
+            return RC_TOUCHED;
+    free(mem);
+    return allreduce_exact(comm, rank, size);
+}
+
+static void run_huge(int nranks, int shm)
+{
+    harness_opts_t opts = {.nranks = nranks, .timeout_s = 10, .deadline_s = 40, .kill_rank = -1};
+    int status[3];
+
+    setenv("CHORUS_SHM", shm ? "1" : "0", 1);
+    cr_expect_eq(harness_run(&opts, huge_counts, NULL, status, NULL), 0,
+                 "%d ranks over %s: exit codes %d %d %d", nranks, shm ? "shm" : "tcp",
+                 status[0], nranks > 1 ? status[1] : 0, nranks > 2 ? status[2] : 0);
+    unsetenv("CHORUS_SHM");
+}
+
+Test(huge, one_rank, .timeout = 60)    { run_huge(1, 1); }
+Test(huge, two_ranks_shm, .timeout = 60)  { run_huge(2, 1); }
+Test(huge, three_ranks_shm, .timeout = 60) { run_huge(3, 1); }
+Test(huge, two_ranks_tcp, .timeout = 60)  { run_huge(2, 0); }
+Test(huge, three_ranks_tcp, .timeout = 60) { run_huge(3, 0); }
+
