@@ -99,7 +99,8 @@ static chorus_status_t check_args(const char *fn, chorus_comm_t comm, const coll
 
 /*
  * Check and post a call. With blocking set, the call may run at once in the
- * calling thread instead: then *req_p is NULL and the call is over.
+ * calling thread instead: then *req_p is NULL and the call is over. *req_p
+ * is written only when the call returns CHORUS_OK.
  */
 static chorus_status_t coll_start(const char *fn, chorus_comm_t comm, coll_args_t *a,
                                   const chorus_opts_t *opts, int blocking,
@@ -109,6 +110,7 @@ static chorus_status_t coll_start(const char *fn, chorus_comm_t comm, coll_args_
     size_t send_elems = a->count, recv_elems = a->count;
     const char *sbuf = a->sendbuf, *rbuf = a->recvbuf;
     int in_place = sbuf == rbuf;
+    chorus_request_t req = NULL;
     chorus_status_t status;
 
     if (req_p == NULL) {
@@ -140,10 +142,12 @@ static chorus_status_t coll_start(const char *fn, chorus_comm_t comm, coll_args_
         break;
     }
     status = check_args(fn, comm, a, opts, send_elems, recv_elems, in_place);
-    if (status != CHORUS_OK)
-        return status;
-    *req_p = NULL;
-    return chorus__call(comm, a, blocking, req_p);
+    if (status == CHORUS_OK)
+        status = chorus__call(comm, a, blocking, &req);
+    /* Output arguments are written only on success (chorus_allreduce(3)). */
+    if (status == CHORUS_OK)
+        *req_p = req;
+    return status;
 }
 
 static chorus_status_t coll_post(const char *fn, chorus_comm_t comm, coll_args_t *a,

@@ -180,3 +180,41 @@ Test(huge, three_ranks_shm, .timeout = 60) { run_huge(3, 1); }
 Test(huge, two_ranks_tcp, .timeout = 60)  { run_huge(2, 0); }
 Test(huge, three_ranks_tcp, .timeout = 60) { run_huge(3, 0); }
 
+/* ---- output arguments on error ------------------------------------------ */
+
+/* After an abort every non-blocking call fails and leaves *req_p as it was. */
+static int req_after_abort(chorus_comm_t comm, int rank, int size, void *arg)
+{
+    int32_t in[SMALL] = {0}, out[SMALL];
+    chorus_request_t mark = (chorus_request_t)(uintptr_t)0x5eed;
+
+    (void)rank; (void)size; (void)arg;
+    if (chorus_comm_abort(comm) != CHORUS_OK)
+        return RC_SETUP;
+    for (int kind = 0; kind < CALL_KINDS; kind++) {
+        chorus_request_t req = mark;
+
+        if (call(kind, in, out, SMALL / 4, CHORUS_INT32, 0, comm, &req) == CHORUS_OK)
+            return RC_ACCEPTED;
+        if (req != mark)
+            return RC_REQ_WRITTEN;
+    }
+    {
+        chorus_request_t req = mark;
+
+        if (chorus_ibarrier(comm, NULL, &req) == CHORUS_OK)
+            return RC_ACCEPTED;
+        if (req != mark)
+            return RC_REQ_WRITTEN;
+    }
+    return RC_OK;
+}
+
+Test(request, not_written_after_abort, .timeout = 60)
+{
+    harness_opts_t opts = {.nranks = 2, .timeout_s = 10, .deadline_s = 30, .kill_rank = -1};
+    int status[2];
+
+    cr_expect_eq(harness_run(&opts, req_after_abort, NULL, status, NULL), 0,
+                 "exit codes %d %d", status[0], status[1]);
+}
