@@ -218,3 +218,102 @@ Test(request, not_written_after_abort, .timeout = 60)
     cr_expect_eq(harness_run(&opts, req_after_abort, NULL, status, NULL), 0,
                  "exit codes %d %d", status[0], status[1]);
 }
+
+/* ---- count mismatch without the debug check ----------------------------- */
+
+/*
+ * One rank calls broadcast or reduce (root 0) with another count or a dtype
+ * of another size, over TCP with no debug check. Every rank whose result
+ * depends on a call that differs from its own (a broadcast's non-root whose
+ * call or the root's differs, the reduce's root) must fail; a rank whose part
+ * only sends, or whose call matches the root's, may succeed, but never with
+ * wrong data.
+ */
+typedef struct {
+    call_kind_t kind;
+    int nranks;
+    int odd_rank;       /* the rank whose call differs */
+    size_t count;       /* everyone else's, of int32 */
+    size_t odd_count;   /* the odd rank's */
+    chorus_dtype_t odd_dtype;
+} mismatch_case_t;
+
+static int mismatch_rank(chorus_comm_t comm, int rank, int size, void *arg)
+{
+    const mismatch_case_t *mc = arg;
+    int odd = rank == mc->odd_rank;
+    size_t n = odd ? mc->odd_count : mc->count;
+    chorus_dtype_t dt = odd ? mc->odd_dtype : CHORUS_INT32;
+    size_t bytes = n * chorus_dtype_size(dt), cap = bytes + 4096;
+    unsigned char *in = malloc(cap), *out = malloc(cap);
+    int receives = mc->kind == CALL_BROADCAST ? rank != 0 : rank == 0;
+    int must_fail = mc->kind == CALL_BROADCAST ? receives && (odd || mc->odd_rank == 0)
+                                               : receives;
+    chorus_status_t st;
+    int right = 1;
+
+    if (in == NULL || out == NULL)
+        return RC_SETUP;
+    for (size_t i = 0; i < cap / sizeof(int32_t); i++) {
+        ((int32_t *)in)[i] = rank + 1;
+        ((int32_t *)out)[i] = -1;
+    }
+    st = call(mc->kind, in, out, n, dt, 0, comm, NULL);
+    for (size_t i = 0; receives && i < bytes / sizeof(int32_t); i++)
+        if (((int32_t *)out)[i] != (mc->kind == CALL_BROADCAST ? 1 : size * (size + 1) / 2))
+            right = 0;
+    for (size_t i = bytes; i < cap; i++)
+        if (out[i] != 0xff)
+            right = 0;      /* written past the call's own count */
+    free(in);
+    free(out);
+    if (st == CHORUS_OK && (must_fail || !right))
+        return RC_SUCCESS_WRONG;
+    return RC_OK;
+}
+
+static void run_mismatch(const mismatch_case_t *mc)
+{
+    harness_opts_t opts = {.nranks = mc->nranks, .timeout_s = 5, .deadline_s = 20,
+                           .kill_rank = -1};
+    int status[3] = {0, 0, 0};
+
+    setenv("CHORUS_SHM", "0", 1);
+    unsetenv("CHORUS_DEBUG_CHECK");
+    cr_expect_eq(harness_run(&opts, mismatch_rank, (void *)mc, status, NULL), 0,
+                 "%s at %d ranks, rank %d with %zu x %s against %zu x int32: exit codes "
+                 "%d %d %d", call_names[mc->kind], mc->nranks, mc->odd_rank, mc->odd_count,
+                 chorus_dtype_name(mc->odd_dtype), mc->count, status[0], status[1], status[2]);
+    unsetenv("CHORUS_SHM");
+}
+
+/* Counts in one message, and in several chunks whose counts differ by whole chunks. */
+static void run_mismatches(call_kind_t kind)
+{
+    static const size_t counts[][2] = {
+        {64, 32}, {64, 128}, {1 << 18, 1 << 17}, {1 << 18, 1 << 19}
+    };
+
+    for (int nranks = 2; nranks <= 3; nranks++)
+        for (int odd = 0; odd < 2; odd++) {
+            for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+                mismatch_case_t mc = {kind, nranks, odd, counts[c][0], counts[c][1],
+                                      CHORUS_INT32};
+                run_mismatch(&mc);
+            }
+            {
+                mismatch_case_t mc = {kind, nranks, odd, 1 << 18, 1 << 18, CHORUS_INT64};
+                run_mismatch(&mc);
+            }
+        }
+}
+
+Test(mismatch, tcp_broadcast_never_succeeds_with_wrong_data, .timeout = 120)
+{
+    run_mismatches(CALL_BROADCAST);
+}
+
+Test(mismatch, tcp_reduce_never_succeeds_with_wrong_data, .timeout = 120)
+{
+    run_mismatches(CALL_REDUCE);
+}
