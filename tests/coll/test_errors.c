@@ -317,3 +317,156 @@ Test(mismatch, tcp_reduce_never_succeeds_with_wrong_data, .timeout = 120)
 {
     run_mismatches(CALL_REDUCE);
 }
+
+/* ---- a call refused on one rank ----------------------------------------- */
+
+/*
+ * One rank refuses a call for its own arguments (the root's buffer is NULL,
+ * or another rank's receive buffer; a barrier's opts are bad). Its call
+ * still takes its place: every rank's call returns an error, the ranks that
+ * hear of it log the refusing rank and its reason, and since the other
+ * ranks' messages of that call cannot be taken back the communicator fails,
+ * so that the next call fails on every rank instead of pairing with another.
+ */
+typedef struct {
+    int kind;           /* call_kind_t, or CALL_KINDS for a barrier */
+    int nranks;
+    int nonblocking;
+} refuse_case_t;
+
+static char log_dir[64];
+
+static int stderr_to(int rank)
+{
+    char path[128];
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/rank%d.err", log_dir, rank);
+    f = freopen(path, "w", stderr);
+    if (f == NULL)
+        return -1;
+    setvbuf(stderr, NULL, _IONBF, 0);
+    return 0;
+}
+
+static char *log_of(int rank)
+{
+    char path[128], *text = calloc(1, 1 << 16);
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/rank%d.err", log_dir, rank);
+    f = fopen(path, "r");
+    if (text != NULL && f != NULL && fread(text, 1, (1 << 16) - 1, f) == 0)
+        text[0] = '\0';
+    if (f != NULL)
+        fclose(f);
+    unlink(path);
+    return text;
+}
+
+/* The rank that refuses: the last, which is also the root of the rooted calls. */
+static int refuser_of(const refuse_case_t *rc)
+{
+    return rc->nranks - 1;
+}
+
+static chorus_status_t refuse_call(const refuse_case_t *rc, chorus_comm_t comm, int bad,
+                                   const int32_t *in, int32_t *out)
+{
+    int root = rc->nranks - 1;
+    chorus_opts_t opts = CHORUS_OPTS_INIT;
+    chorus_request_t req = NULL;
+    chorus_status_t st;
+
+    opts.struct_size = 1;   /* the barrier's bad argument */
+    if (rc->kind == CALL_KINDS)
+        st = rc->nonblocking ? chorus_ibarrier(comm, bad ? &opts : NULL, &req)
+                             : chorus_barrier(comm, bad ? &opts : NULL);
+    else
+        st = call(rc->kind, bad && rc->kind == CALL_BROADCAST ? NULL : in,
+                  bad && rc->kind != CALL_BROADCAST ? NULL : out, 4, CHORUS_INT32, root, comm,
+                  rc->nonblocking ? &req : NULL);
+    if (st == CHORUS_OK && req != NULL)
+        st = chorus_request_free(req);
+    return st;
+}
+
+static int refuse_rank(chorus_comm_t comm, int rank, int size, void *arg)
+{
+    const refuse_case_t *rc = arg;
+    int32_t in[4 * 8], out[4 * 8];
+    chorus_status_t first, second;
+
+    (void)size;
+    if (stderr_to(rank) != 0)
+        return RC_SETUP;
+    for (int i = 0; i < 4 * 8; i++)
+        in[i] = rank + 1;
+    /* At 4 ranks rank 0 comes late: the notice is there before its call is. */
+    if (rc->nranks == 4 && rank == 0)
+        usleep(200 * 1000);
+    first = refuse_call(rc, comm, rank == refuser_of(rc), in, out);
+    second = refuse_call(rc, comm, 0, in, out);
+    fprintf(stderr, "test: first %d second %d\n", (int)first, (int)second);
+    if (rank == refuser_of(rc) && first != CHORUS_ERR_INVALID_ARG)
+        return RC_ACCEPTED;
+    /*
+     * The reduce's other ranks only send, eagerly: their calls may be over
+     * before the notice comes, and they hold no result to be wrong.
+     */
+    if (rc->kind == CALL_REDUCE && rank != refuser_of(rc))
+        return RC_OK;
+    if (first == CHORUS_OK)
+        return RC_SUCCESS_WRONG;
+    return second == CHORUS_OK ? RC_AFTER : RC_OK;
+}
+
+static void run_refuse(const refuse_case_t *rc, int shm)
+{
+    harness_opts_t opts = {.nranks = rc->nranks, .timeout_s = 10, .deadline_s = 30,
+                           .kill_rank = -1};
+    int status[5] = {0}, named = 0, refuser = refuser_of(rc);
+    double elapsed[5] = {0};
+    const char *what = rc->kind == CALL_KINDS ? "barrier" : call_names[rc->kind];
+    char needle[64];
+
+    snprintf(log_dir, sizeof(log_dir), "/tmp/chorus_errors_XXXXXX");
+    cr_assert_not_null(mkdtemp(log_dir));
+    setenv("CHORUS_SHM", shm ? "1" : "0", 1);
+    cr_expect_eq(harness_run(&opts, refuse_rank, (void *)rc, status, elapsed), 0,
+                 "%s%s at %d ranks over %s refused by rank %d: exit codes %d %d %d %d %d",
+                 rc->nonblocking ? "non-blocking " : "", what, rc->nranks, shm ? "shm" : "tcp",
+                 refuser, status[0], status[1], status[2], status[3], status[4]);
+    snprintf(needle, sizeof(needle), "rank %d refused %s #0 (invalid argument", refuser, what);
+    for (int r = 0; r < rc->nranks; r++) {
+        char *log = log_of(r);
+
+        cr_assert_not_null(log);
+        if (r != refuser && strstr(log, needle) != NULL)
+            named++;
+        if (status[r] != 0)
+            cr_log_error("rank %d logged:\n%s", r, log);
+        free(log);
+    }
+    rmdir(log_dir);
+    unsetenv("CHORUS_SHM");
+    for (int r = 0; r < rc->nranks; r++)
+        cr_expect_lt(elapsed[r], 3.0, "%s at %d ranks over %s: rank %d took %.1f s", what,
+                     rc->nranks, shm ? "shm" : "tcp", r, elapsed[r]);
+    /* The reduce's other ranks may be gone before the notice comes. */
+    if (rc->kind != CALL_REDUCE)
+        cr_expect_geq(named, 1, "no rank named the refusing rank %d (%s)", refuser, needle);
+}
+
+static void run_refusals(int shm)
+{
+    for (int kind = 0; kind <= CALL_KINDS; kind++)
+        for (int nranks = 2; nranks <= 5; nranks++) {
+            refuse_case_t rc = {kind, nranks, nranks == 3};
+
+            run_refuse(&rc, shm);
+        }
+}
+
+Test(refused, on_one_rank_fails_every_rank_shm, .timeout = 120) { run_refusals(1); }
+Test(refused, on_one_rank_fails_every_rank_tcp, .timeout = 120) { run_refusals(0); }
