@@ -470,3 +470,58 @@ static void run_refusals(int shm)
 
 Test(refused, on_one_rank_fails_every_rank_shm, .timeout = 120) { run_refusals(1); }
 Test(refused, on_one_rank_fails_every_rank_tcp, .timeout = 120) { run_refusals(0); }
+
+/*
+ * Every rank refuses the same call (a NULL receive buffer everywhere, or a
+ * root out of range for the reduce, bad opts for the barrier): every rank
+ * gets CHORUS_ERR_INVALID_ARG, the communicator goes on, and the next call
+ * gives the exact answer.
+ */
+static int refuse_alike_rank(chorus_comm_t comm, int rank, int size, void *arg)
+{
+    int32_t in[4 * 8] = {0};
+    chorus_opts_t bad = CHORUS_OPTS_INIT;
+    int rc;
+
+    (void)arg;
+    bad.struct_size = 1;
+    for (int kind = 0; kind < CALL_KINDS; kind++) {
+        chorus_status_t st = kind == CALL_REDUCE
+                                 ? call(kind, in, in, 4, CHORUS_INT32, size, comm, NULL)
+                                 : call(kind, in, NULL, 4, CHORUS_INT32, 0, comm, NULL);
+
+        if (st != CHORUS_ERR_INVALID_ARG)
+            return RC_ACCEPTED;
+        if ((rc = allreduce_exact(comm, rank, size)) != RC_OK)
+            return rc;
+    }
+    if (chorus_barrier(comm, &bad) != CHORUS_ERR_INVALID_ARG)
+        return RC_ACCEPTED;
+    return allreduce_exact(comm, rank, size);
+}
+
+static void run_refuse_alike(int shm)
+{
+    for (int nranks = 2; nranks <= 5; nranks++) {
+        harness_opts_t opts = {.nranks = nranks, .timeout_s = 10, .deadline_s = 30,
+                               .kill_rank = -1};
+        int status[5] = {0};
+
+        setenv("CHORUS_SHM", shm ? "1" : "0", 1);
+        cr_expect_eq(harness_run(&opts, refuse_alike_rank, NULL, status, NULL), 0,
+                     "%d ranks over %s: exit codes %d %d %d %d %d", nranks,
+                     shm ? "shm" : "tcp", status[0], status[1], status[2], status[3],
+                     status[4]);
+        unsetenv("CHORUS_SHM");
+    }
+}
+
+Test(refused, alike_on_every_rank_keeps_the_communicator_shm, .timeout = 120)
+{
+    run_refuse_alike(1);
+}
+
+Test(refused, alike_on_every_rank_keeps_the_communicator_tcp, .timeout = 120)
+{
+    run_refuse_alike(0);
+}
