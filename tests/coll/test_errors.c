@@ -450,8 +450,9 @@ static void run_refuse(const refuse_case_t *rc, int shm)
     }
     rmdir(log_dir);
     unsetenv("CHORUS_SHM");
+    /* Well under the 10 s timeout: no rank waited for its deadline to learn of it. */
     for (int r = 0; r < rc->nranks; r++)
-        cr_expect_lt(elapsed[r], 3.0, "%s at %d ranks over %s: rank %d took %.1f s", what,
+        cr_expect_lt(elapsed[r], 6.0, "%s at %d ranks over %s: rank %d took %.1f s", what,
                      rc->nranks, shm ? "shm" : "tcp", r, elapsed[r]);
     /* The reduce's other ranks may be gone before the notice comes. */
     if (rc->kind != CALL_REDUCE)
