@@ -1,10 +1,12 @@
 /*
  * Errors that leave every rank in step: byte counts that no buffer of the
  * process could have are refused on every rank and path without touching
- * memory or growing without end; a count mismatch is never returned as
- * success with wrong data on the network path; a non-blocking call that
- * fails leaves *req_p as it was. After each refused call a correct call
- * gives the exact answer on every rank.
+ * memory or growing without end, and the next call gives the exact answer;
+ * a count mismatch is never returned as success with wrong data on the
+ * network path; a non-blocking call that fails leaves *req_p as it was; a
+ * call refused on one rank keeps its place, so that no rank's call pairs
+ * with another, and one refused on every rank leaves the communicator
+ * usable.
  */
 #include <criterion/criterion.h>
 #include <stdint.h>
