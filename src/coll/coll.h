@@ -77,6 +77,7 @@ typedef struct {
     uint8_t team_coll;      /* COLL_STEP_TEAM: the collective it runs (coll_type_t), for traces */
     int32_t peer;
     uint32_t tag;           /* algorithm's tag; the executor adds the call's sequence number */
+    uint8_t final;          /* the highest tag of its kind with its peer: sent with TL_TAG_FINAL */
     uint32_t deps[COLL_STEP_MAX_DEPS];  /* indices of earlier steps */
     void *dst;
     const void *src;
@@ -133,8 +134,14 @@ chorus_status_t coll_sched_create(coll_scratch_pool_t *pool, chorus_dtype_t dtyp
                                   chorus_op_t op, int nranks, coll_sched_t **sched_p);
 /* Free the steps and scratch (and the schedule itself when created). */
 void coll_sched_finalize(coll_sched_t *sched);
-/* Where the schedule's transfers go: port, with tag_base OR-ed into every tag. */
-void coll_sched_bind(coll_sched_t *sched, tl_port_t *port, uint64_t tag_base);
+/*
+ * Where the schedule's transfers go: port, with tag_base OR-ed into every
+ * tag. Call once the schedule is built: it marks the transfer with the
+ * highest tag to and from each peer (TL_TAG_FINAL), so that ranks whose
+ * calls differ in how many messages pass between them fail rather than
+ * leave messages behind. CHORUS_ERR_NO_MEMORY when it cannot.
+ */
+chorus_status_t coll_sched_bind(coll_sched_t *sched, tl_port_t *port, uint64_t tag_base);
 /* Scratch memory owned by the schedule (NULL on failure). */
 void *coll_sched_alloc(coll_sched_t *sched, size_t bytes);
 

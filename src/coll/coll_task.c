@@ -75,7 +75,11 @@ chorus_status_t coll_alg_task(const coll_alg_t *alg, const coll_args_t *args,
         coll_sched_finalize(sched);
         return status;
     }
-    coll_sched_bind(sched, port, tag_base);
+    status = coll_sched_bind(sched, port, tag_base);
+    if (status != CHORUS_OK) {
+        coll_sched_finalize(sched);
+        return status;
+    }
     *task_p = &sched->head;
     return CHORUS_OK;
 }

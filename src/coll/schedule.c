@@ -51,10 +51,45 @@ chorus_status_t coll_sched_create(coll_scratch_pool_t *pool, chorus_dtype_t dtyp
     return CHORUS_OK;
 }
 
-void coll_sched_bind(coll_sched_t *sched, tl_port_t *port, uint64_t tag_base)
+/*
+ * Mark, for each peer, the send and the receive with the highest tag among
+ * the transfers that move data (empty ones are never posted). Both ranks of
+ * a pair build the same set of tags for the messages between them when
+ * their calls match, so both mark the same message.
+ */
+static chorus_status_t sched_mark_final(coll_sched_t *s)
+{
+    size_t n = (size_t)s->nranks;
+    long *last = n > 0 ? malloc(2 * n * sizeof(*last)) : NULL;
+
+    if (n > 0 && last == NULL)
+        return CHORUS_ERR_NO_MEMORY;
+    for (size_t i = 0; i < 2 * n; i++)
+        last[i] = -1;
+    for (size_t i = 0; i < s->nsteps; i++) {
+        coll_step_t *step = &s->steps[i];
+        long *slot;
+
+        step->final = 0;
+        if ((step->kind != COLL_STEP_SEND && step->kind != COLL_STEP_RECV) ||
+            step->bytes == 0 || step->peer < 0 || (size_t)step->peer >= n)
+            continue;
+        slot = &last[2 * (size_t)step->peer + (step->kind == COLL_STEP_RECV)];
+        if (*slot < 0 || s->steps[*slot].tag < step->tag)
+            *slot = (long)i;
+    }
+    for (size_t i = 0; i < 2 * n; i++)
+        if (last[i] >= 0)
+            s->steps[last[i]].final = 1;
+    free(last);
+    return CHORUS_OK;
+}
+
+chorus_status_t coll_sched_bind(coll_sched_t *sched, tl_port_t *port, uint64_t tag_base)
 {
     sched->port = port;
     sched->tag_base = tag_base;
+    return sched_mark_final(sched);
 }
 
 /* 1 when some transfer is posted to the transport and not yet completed by it. */
@@ -401,6 +436,7 @@ static int step_team_progress(coll_sched_t *s, coll_step_t *step, int *moved)
 static int step_start(coll_sched_t *s, coll_step_t *step)
 {
     chorus_status_t st;
+    uint64_t tag;
     int moved = 0;
 
     if (step->kind == COLL_STEP_TEAM) {
@@ -418,12 +454,11 @@ static int step_start(coll_sched_t *s, coll_step_t *step)
         return 0;
     }
     memset(&step->req, 0, sizeof(step->req));
+    tag = s->tag_base | step->tag | (step->final ? TL_TAG_FINAL : 0);
     if (step->kind == COLL_STEP_SEND)
-        st = s->port->send_nb(s->port, step->peer, s->tag_base | step->tag, step->src,
-                              step->bytes, &step->req);
+        st = s->port->send_nb(s->port, step->peer, tag, step->src, step->bytes, &step->req);
     else
-        st = s->port->recv_nb(s->port, step->peer, s->tag_base | step->tag, step->dst,
-                              step->bytes, &step->req);
+        st = s->port->recv_nb(s->port, step->peer, tag, step->dst, step->bytes, &step->req);
     if (st != CHORUS_OK)
         return sched_fail(s, st, step->peer);
     step->state = STEP_POSTED;

@@ -4,31 +4,34 @@
  * runs in the calling thread (request.c).
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/comm.h"
+#include "core/refusal.h"
 #include "util/log.h"
+#include "util/mem_bound.h"
 
-static chorus_status_t check_opts(const char *fn, const chorus_opts_t *opts)
+static chorus_status_t check_opts(const chorus_opts_t *opts, char *why, size_t why_len)
 {
     size_t covered;
 
     if (opts == NULL)
         return CHORUS_OK;
     if (opts->struct_size < sizeof(size_t)) {
-        chorus_error("%s: invalid argument opts->struct_size=%zu (use CHORUS_OPTS_INIT)", fn,
-                     opts->struct_size);
+        snprintf(why, why_len, "invalid argument opts->struct_size=%zu (use CHORUS_OPTS_INIT)",
+                 opts->struct_size);
         return CHORUS_ERR_INVALID_ARG;
     }
     covered = opts->struct_size;
     if (covered >= offsetof(chorus_opts_t, flags) + sizeof(opts->flags) && opts->flags != 0) {
-        chorus_error("%s: invalid argument opts->flags=0x%x: no flags are defined", fn,
-                     opts->flags);
+        snprintf(why, why_len, "invalid argument opts->flags=0x%x: no flags are defined",
+                 opts->flags);
         return CHORUS_ERR_INVALID_ARG;
     }
     if (covered >= offsetof(chorus_opts_t, priority) + sizeof(opts->priority) &&
         opts->priority != 0) {
-        chorus_error("%s: invalid argument opts->priority=%d: must be 0", fn, opts->priority);
+        snprintf(why, why_len, "invalid argument opts->priority=%d: must be 0", opts->priority);
         return CHORUS_ERR_INVALID_ARG;
     }
     return CHORUS_OK;
@@ -44,9 +47,9 @@ static int partial_overlap(const void *a, size_t alen, const void *b, size_t ble
     return pa < pb + blen && pb < pa + alen;
 }
 
-static chorus_status_t check_args(const char *fn, chorus_comm_t comm, const coll_args_t *a,
+static chorus_status_t check_args(chorus_comm_t comm, const coll_args_t *a,
                                   const chorus_opts_t *opts, size_t send_elems,
-                                  size_t recv_elems, int in_place)
+                                  size_t recv_elems, int in_place, char *why, size_t why_len)
 {
     size_t esize = chorus_dtype_size(a->dtype);
     int needs_op = a->coll == COLL_ALLREDUCE || a->coll == COLL_REDUCE_SCATTER ||
@@ -56,46 +59,53 @@ static chorus_status_t check_args(const char *fn, chorus_comm_t comm, const coll
     int send_here = !(a->coll == COLL_BROADCAST && a->rank != a->root);
 
     if (comm == NULL) {
-        chorus_error("%s: invalid argument comm=NULL", fn);
+        snprintf(why, why_len, "invalid argument comm=NULL");
         return CHORUS_ERR_INVALID_ARG;
     }
     if (esize == 0) {
-        chorus_error("%s: invalid argument dtype=%d", fn, (int)a->dtype);
+        snprintf(why, why_len, "invalid argument dtype=%d", (int)a->dtype);
         return CHORUS_ERR_INVALID_ARG;
     }
     if (needs_op && ((int)a->op < 0 || a->op >= CHORUS_OP_COUNT)) {
-        chorus_error("%s: invalid argument op=%d", fn, (int)a->op);
+        snprintf(why, why_len, "invalid argument op=%d", (int)a->op);
         return CHORUS_ERR_INVALID_ARG;
     }
     if (rooted && (a->root < 0 || a->root >= comm->size)) {
-        chorus_error("%s: invalid argument root=%d: must be in [0, %d)", fn, a->root, comm->size);
+        snprintf(why, why_len, "invalid argument root=%d: must be in [0, %d)", a->root,
+                 comm->size);
         return CHORUS_ERR_INVALID_ARG;
     }
-    if (a->count > SIZE_MAX / esize / (size_t)comm->size) {
-        chorus_error("%s: invalid argument count=%zu: the buffers would exceed the address "
-                     "space", fn, a->count);
+    if (a->count > SIZE_MAX / esize / (size_t)comm->size ||
+        !chorus__mem_fits(send_here ? a->sendbuf : NULL, send_elems * esize) ||
+        !chorus__mem_fits(recv_here ? a->recvbuf : NULL, recv_elems * esize)) {
+        snprintf(why, why_len, "invalid argument count=%zu: %zu-byte elements at %d ranks do "
+                 "not fit in this process's memory (address space, PTRDIFF_MAX, RLIMIT_AS)",
+                 a->count, esize, comm->size);
         return CHORUS_ERR_INVALID_ARG;
     }
     if (send_elems > 0 && send_here && a->sendbuf == NULL) {
-        chorus_error("%s: invalid argument sendbuf=NULL with count=%zu", fn, a->count);
+        snprintf(why, why_len, "invalid argument sendbuf=NULL with count=%zu", a->count);
         return CHORUS_ERR_INVALID_ARG;
     }
     if (recv_elems > 0 && recv_here && a->recvbuf == NULL) {
-        chorus_error("%s: invalid argument recvbuf=NULL with count=%zu", fn, a->count);
+        snprintf(why, why_len, "invalid argument recvbuf=NULL with count=%zu", a->count);
         return CHORUS_ERR_INVALID_ARG;
     }
     if (send_here && recv_here && !in_place &&
         partial_overlap(a->sendbuf, send_elems * esize, a->recvbuf, recv_elems * esize)) {
-        chorus_error("%s: invalid argument: sendbuf=%p and recvbuf=%p overlap without being "
-                     "the in-place layout", fn, a->sendbuf, a->recvbuf);
+        snprintf(why, why_len, "invalid argument: sendbuf=%p and recvbuf=%p overlap without "
+                 "being the in-place layout", a->sendbuf, a->recvbuf);
         return CHORUS_ERR_INVALID_ARG;
     }
-    return check_opts(fn, opts);
+    return check_opts(opts, why, why_len);
 }
 
 /*
  * Check and post a call. With blocking set, the call may run at once in the
- * calling thread instead: then *req_p is NULL and the call is over.
+ * calling thread instead: then *req_p is NULL and the call is over. *req_p
+ * is written only when the call returns CHORUS_OK. A call refused for its
+ * arguments on a communicator still takes its place in the communicator's
+ * sequence, and the other ranks learn of it (refusal.h).
  */
 static chorus_status_t coll_start(const char *fn, chorus_comm_t comm, coll_args_t *a,
                                   const chorus_opts_t *opts, int blocking,
@@ -105,12 +115,10 @@ static chorus_status_t coll_start(const char *fn, chorus_comm_t comm, coll_args_
     size_t send_elems = a->count, recv_elems = a->count;
     const char *sbuf = a->sendbuf, *rbuf = a->recvbuf;
     int in_place = sbuf == rbuf;
+    chorus_request_t req = NULL;
     chorus_status_t status;
+    char why[CHORUS__REFUSAL_WHY_MAX];
 
-    if (req_p == NULL) {
-        chorus_error("%s: invalid argument req_p=NULL", fn);
-        return CHORUS_ERR_INVALID_ARG;
-    }
     if (comm != NULL) {
         a->rank = comm->rank;
         a->size = comm->size;
@@ -135,11 +143,24 @@ static chorus_status_t coll_start(const char *fn, chorus_comm_t comm, coll_args_
     default:
         break;
     }
-    status = check_args(fn, comm, a, opts, send_elems, recv_elems, in_place);
-    if (status != CHORUS_OK)
+    if (req_p == NULL) {
+        snprintf(why, sizeof(why), "invalid argument req_p=NULL");
+        status = CHORUS_ERR_INVALID_ARG;
+    } else {
+        status = check_args(comm, a, opts, send_elems, recv_elems, in_place, why, sizeof(why));
+    }
+    if (status != CHORUS_OK) {
+        chorus_error("%s: %s", fn, why);
+        /* Without a communicator there is no sequence to keep: the error stays here. */
+        if (comm != NULL)
+            (void)chorus__call_refused(comm, a, why);
         return status;
-    *req_p = NULL;
-    return chorus__call(comm, a, blocking, req_p);
+    }
+    status = chorus__call(comm, a, blocking, &req);
+    /* Output arguments are written only on success (chorus_allreduce(3)). */
+    if (status == CHORUS_OK)
+        *req_p = req;
+    return status;
 }
 
 static chorus_status_t coll_post(const char *fn, chorus_comm_t comm, coll_args_t *a,

@@ -7,6 +7,7 @@
 
 #include "core/comm.h"
 #include "core/core_trace.h"
+#include "core/refusal.h"
 #include "core/stall.h"
 #include "util/log.h"
 #include "util/time.h"
@@ -79,6 +80,7 @@ static chorus_status_t comm_layout(chorus_comm_t comm)
 static void comm_free(chorus_comm_t comm)
 {
     chorus__stall_destroy(comm->stall);
+    chorus__refusal_destroy(comm->refusal);
     topo_layout_free(comm->layout);
     free(comm->node_members);
     free(comm->ranks);
@@ -153,8 +155,9 @@ chorus_status_t chorus__comm_open(chorus__ctx_t *ctx, int *ranks, int size, uint
     }
     port_init(&comm->port, comm, space);
     port_init(&comm->setup_port, comm, space | CHORUS__SPACE_SETUP);
-    if ((status = comm_layout(comm)) != CHORUS_OK || (status = chorus__stall_create(comm)) !=
-                                                            CHORUS_OK)
+    if ((status = comm_layout(comm)) != CHORUS_OK ||
+        (status = chorus__stall_create(comm)) != CHORUS_OK ||
+        (status = chorus__refusal_create(comm)) != CHORUS_OK)
         goto err;
     /* Registered first: control messages of its space find it during the setup. */
     comm_register(comm);

@@ -18,6 +18,7 @@
 #include "core/context.h"
 
 typedef struct chorus__stall chorus__stall_t;   /* stall.c */
+typedef struct chorus__refusal chorus__refusal_t;   /* refusal.c */
 
 /* A port over the context's lanes, in one space of one communicator. */
 typedef struct {
@@ -66,7 +67,7 @@ struct chorus_comm {
     chorus__port_t setup_port;  /* its creation-time exchanges */
 
     pthread_mutex_t post_lock;  /* numbers calls and takes team turns in call order */
-    _Atomic uint64_t next_seq;  /* changed under post_lock; read anywhere (stall answers) */
+    _Atomic uint64_t next_seq;  /* changed under post_lock (and the refusal lock); read anywhere */
     uint64_t setup_seq;         /* under post_lock */
     /*
      * Calls posted and not complete. Queued requests change it under ctx->lock
@@ -78,6 +79,7 @@ struct chorus_comm {
     _Atomic uint64_t inline_done;   /* calls completed in the calling thread: highest seq + 1 */
     chorus__stall_t *stall;     /* stall reports (progress thread) */
     char trace_via[40];         /* "tcp+shm": who serves calls that use the node team (tracing) */
+    chorus__refusal_t *refusal; /* calls refused for their arguments (refusal.h) */
     struct chorus_comm *next;   /* in ctx->comms */
 };
 
@@ -115,6 +117,13 @@ chorus_status_t chorus__comm_setup_min(chorus_comm_t comm, const int32_t *mine,
  */
 chorus_status_t chorus__call(chorus_comm_t comm, const coll_args_t *args, int blocking,
                              chorus_request_t *req_p);
+/*
+ * A call refused here for its arguments (why: the reason, as logged) takes
+ * its sequence number and tells the other ranks (refusal.h); returns
+ * CHORUS_ERR_INVALID_ARG once they have been told, or the context's fault.
+ */
+chorus_status_t chorus__call_refused(chorus_comm_t comm, const coll_args_t *args,
+                                     const char *why);
 /* Run an internal call with alg in the setup space and wait for it. */
 chorus_status_t chorus__call_setup(chorus_comm_t comm, const coll_args_t *args,
                                    const coll_alg_t *alg);

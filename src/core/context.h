@@ -33,11 +33,13 @@
 #define CHORUS__RESERVED_MAX 64
 
 /*
- * The 64-bit tag of a message: bits 0-31 the algorithm's tag, bits 32-61 the
- * call's sequence number (modulo 2^30: calls that far apart are never in
- * flight together). Bits 62 and 63 belong to the control channel (ctrl.h).
+ * The 64-bit tag of a message: bits 0-31 the algorithm's tag, bits 32-60 the
+ * call's sequence number (modulo 2^29: calls that far apart are never in
+ * flight together), bit 61 marks the last message of a call between two
+ * ranks (TL_TAG_FINAL, set by the schedule executor). Bits 62 and 63 belong
+ * to the control channel (ctrl.h).
  */
-#define CHORUS_TAG_SEQ_BITS 30
+#define CHORUS_TAG_SEQ_BITS 29
 
 static inline uint64_t chorus__tag_base(uint64_t seq)
 {

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/refusal.h"
 #include "core/stall.h"
 #include "util/log.h"
 
@@ -30,6 +31,7 @@ typedef void (*ctrl_handler_t)(chorus__ctx_t *ctx, int peer, uint32_t space, con
 
 static const ctrl_handler_t ctrl_handlers[CHORUS__CTRL_USERS] = {
     [CHORUS__CTRL_STALL] = chorus__stall_receive,
+    [CHORUS__CTRL_REFUSAL] = chorus__refusal_receive,
 };
 
 chorus_status_t chorus__ctrl_create(chorus__ctx_t *ctx)

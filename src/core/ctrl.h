@@ -9,7 +9,8 @@
  *                             debug check's fingerprints), matched like any data
  *                             but never by an algorithm's tags.
  *
- * Users today: stall reports (stall.c); the debug check uses hidden tags.
+ * Users today: stall reports (stall.c) and notices of refused calls
+ * (refusal.c); the debug check uses hidden tags.
  * Negotiation and the autotuner are meant to be the next. Messages arrive on
  * the progress thread inside the transports' progress; the channel queues
  * them and hands them to their user in its own phase of the loop, so a user
@@ -27,6 +28,7 @@
 
 typedef enum {
     CHORUS__CTRL_STALL = 1,     /* stall reports: queries and answers */
+    CHORUS__CTRL_REFUSAL,       /* notices of calls refused for their arguments (refusal.h) */
     CHORUS__CTRL_USERS
 } chorus__ctrl_user_t;
 

@@ -160,7 +160,10 @@ chorus_status_t chorus__check_create(chorus_comm_t comm, const coll_args_t *args
                      comm->rank, chorus_status_string(status));
         goto err;
     }
-    coll_sched_bind(check->sched, &comm->port.port, CHORUS__TAG_HIDDEN | chorus__tag_base(seq));
+    status = coll_sched_bind(check->sched, &comm->port.port,
+                             CHORUS__TAG_HIDDEN | chorus__tag_base(seq));
+    if (status != CHORUS_OK)
+        goto err;
     *task_p = &check->head;
     return CHORUS_OK;
 

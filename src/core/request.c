@@ -17,6 +17,7 @@
 #include "core/comm.h"
 #include "core/core_trace.h"
 #include "core/debug_check.h"
+#include "core/refusal.h"
 #include "core/stall.h"
 #include "util/log.h"
 #include "util/time.h"
@@ -40,7 +41,7 @@ static const coll_alg_t *call_select(chorus_comm_t comm, const coll_args_t *args
 }
 
 static chorus_request_t request_new(chorus_comm_t comm, const coll_args_t *args,
-                                    const coll_alg_t *alg, const char *via,
+                                    const char *alg_name, const char *via,
                                     chorus__task_t *task, uint64_t seq, int setup,
                                     double posted_at)
 {
@@ -50,7 +51,7 @@ static chorus_request_t request_new(chorus_comm_t comm, const coll_args_t *args,
         return NULL;
     req->comm = comm;
     req->args = *args;
-    req->alg_name = alg->name;
+    req->alg_name = alg_name;
     req->via = via;
     req->task = task;
     req->seq = seq;
@@ -165,7 +166,7 @@ static chorus_status_t call_inline(chorus_comm_t comm, const coll_args_t *args,
         }
         if (chorus__now() - started > CALL_INLINE_HANDOFF_S) {
             /* The call stays outstanding: the progress thread finishes it. */
-            req = request_new(comm, args, alg, via, task, seq, 0, started);
+            req = request_new(comm, args, alg->name, via, task, seq, 0, started);
             if (req == NULL) {
                 chorus__task_fail(task, CHORUS_ERR_NO_MEMORY);
                 chorus__ctx_fail(ctx, CHORUS_ERR_NO_MEMORY);
@@ -212,7 +213,7 @@ static chorus_status_t call_post(chorus_comm_t comm, const coll_args_t *args,
     }
     if (status == CHORUS_OK && !run_here) {
         pthread_mutex_lock(&ctx->lock);
-        req = request_new(comm, args, alg, via, task, seq, setup, chorus__now());
+        req = request_new(comm, args, alg->name, via, task, seq, setup, chorus__now());
         if (req != NULL)
             request_enqueue_locked(ctx, req);
         else
@@ -222,7 +223,7 @@ static chorus_status_t call_post(chorus_comm_t comm, const coll_args_t *args,
     if (status == CHORUS_OK && setup)
         comm->setup_seq++;
     else if (status == CHORUS_OK)
-        atomic_store(&comm->next_seq, seq + 1);
+        (void)chorus__refusal_advance(comm, seq, 0);   /* a peer's refusal fails the context */
     pthread_mutex_unlock(&comm->post_lock);
     if (status != CHORUS_OK) {
         chorus__task_finalize(task);
@@ -249,6 +250,45 @@ chorus_status_t chorus__call(chorus_comm_t comm, const coll_args_t *args, int bl
     if (alg == NULL)
         return CHORUS_ERR_UNSUPPORTED;
     return call_post(comm, args, alg, blocking, 0, req_p);
+}
+
+chorus_status_t chorus__call_refused(chorus_comm_t comm, const coll_args_t *args,
+                                     const char *why)
+{
+    chorus__ctx_t *ctx = comm->ctx;
+    chorus__task_t *task = NULL;
+    chorus_request_t req = NULL;
+    chorus_status_t status = chorus__ctx_error(ctx);
+    uint64_t seq;
+
+    if (status != CHORUS_OK)
+        return status;      /* after a fault no call pairs with another: nothing to keep */
+    pthread_mutex_lock(&comm->post_lock);
+    seq = atomic_load(&comm->next_seq);
+    status = chorus__refusal_task_create(comm, args, seq, why, &task);
+    if (status == CHORUS_OK) {
+        pthread_mutex_lock(&ctx->lock);
+        req = request_new(comm, args, "refused", task, seq, 0, chorus__now());
+        if (req != NULL)
+            request_enqueue_locked(ctx, req);
+        else
+            status = CHORUS_ERR_NO_MEMORY;
+        pthread_mutex_unlock(&ctx->lock);
+    }
+    if (status == CHORUS_OK)
+        (void)chorus__refusal_advance(comm, seq, 1);
+    pthread_mutex_unlock(&comm->post_lock);
+    if (status != CHORUS_OK) {
+        /* Its peers would wait for a call that never comes: fail them now rather than later. */
+        chorus_error("rank %d: no memory to number refused %s #%llu; the communicator fails",
+                     comm->rank, coll_type_name(args->coll), (unsigned long long)seq);
+        if (req == NULL)
+            chorus__task_finalize(task);
+        chorus__ctx_fail(ctx, status);
+        return status;
+    }
+    chorus__progress_wake(ctx);
+    return chorus_request_free(req);
 }
 
 chorus_status_t chorus__call_setup(chorus_comm_t comm, const coll_args_t *args,

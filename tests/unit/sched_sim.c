@@ -100,7 +100,8 @@ static int sim_check_post(sim_world_t *w, int rank, int peer, size_t len, uint64
     w->events++;
     if (len == 0)
         w->stats.zero_byte_posts++;
-    if ((tag >> 32) != (SIM_TAG_BASE >> 32))
+    /* The executor adds TL_TAG_FINAL to the last message between two ranks. */
+    if (((tag & ~TL_TAG_FINAL) >> 32) != (SIM_TAG_BASE >> 32))
         w->bad_tags++;
     req->done = 0;
     req->status = CHORUS_OK;
@@ -750,8 +751,10 @@ int sched_sim_run_opts(const coll_alg_t *alg, const coll_args_t *args_per_rank, 
         ctx[r] = (sim_port_t){.port = {.send_nb = sim_send_nb, .recv_nb = sim_recv_nb},
                               .w = w, .rank = r};
         coll_sched_init(&sched[r], args_per_rank[r].dtype, args_per_rank[r].op, p);
-        coll_sched_bind(&sched[r], &ctx[r].port, SIM_TAG_BASE);
         st = alg->build(&args_per_rank[r], &env, &sched[r]);
+        /* Bound once built, as the core does, so that the last messages are marked. */
+        if (st == CHORUS_OK)
+            st = coll_sched_bind(&sched[r], &ctx[r].port, SIM_TAG_BASE);
         if (w->opts.trace != NULL)
             coll_task_trace(&sched[r].head, w->opts.trace, (uint32_t)r);
         if (st != CHORUS_OK) {

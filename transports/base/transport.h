@@ -33,6 +33,21 @@
 #define TL_TAG_CTRL (1ULL << 63)
 /* Largest control message. */
 #define TL_CTRL_MAX 1024
+/*
+ * Set on the last message of a call between two ranks: the one with the
+ * highest tag that one sends the other. A receive and a message whose tags
+ * differ only in this bit still match, and the receive fails with
+ * CHORUS_ERR_TRUNCATED: one side's call has more messages for the other
+ * than the other's expects, which lengths alone do not show when the ranks'
+ * counts differ by whole messages of equal size.
+ */
+#define TL_TAG_FINAL (1ULL << 61)
+
+/* A message's tag and a receive's meet: equal but for TL_TAG_FINAL. */
+static inline int tl_tag_meets(uint64_t msg_tag, uint64_t recv_tag)
+{
+    return ((msg_tag ^ recv_tag) & ~TL_TAG_FINAL) == 0;
+}
 
 /* What a transport can do. */
 typedef struct {

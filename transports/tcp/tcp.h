@@ -334,8 +334,13 @@ tl_req_t *tl_tcp_reqq_take(tl_tcp_reqq_t *q, uint32_t space, uint64_t tag);
 /* Unlink the request with this rendezvous id, or NULL. */
 tl_req_t *tl_tcp_reqq_take_id(tl_tcp_reqq_t *q, uint64_t id);
 int tl_tcp_reqq_fail(tl_tcp_reqq_t *q, chorus_status_t status);
-void tl_tcp_log_truncated(const tl_ctx_t *ctx, int peer, uint64_t tag, uint64_t length,
-                          size_t capacity);
+/*
+ * 1 when a message (tag, length) from peer may land in the receive req it
+ * met; else logs why not (longer than the receive, or TL_TAG_FINAL differs)
+ * and returns 0: the receive then fails as truncated.
+ */
+int tl_tcp_msg_fits(const tl_ctx_t *ctx, int peer, uint64_t tag, uint64_t length,
+                    const tl_req_t *req);
 chorus_status_t tl_tcp_send_nb(tl_ctx_t *ctx, int peer, uint32_t space, uint64_t tag,
                                const void *buf, size_t len, tl_req_t *req);
 chorus_status_t tl_tcp_recv_nb(tl_ctx_t *ctx, int peer, uint32_t space, uint64_t tag,

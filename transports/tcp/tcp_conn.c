@@ -130,7 +130,7 @@ tl_req_t *tl_tcp_reqq_take(tl_tcp_reqq_t *q, uint32_t space, uint64_t tag)
     tl_req_t *prev = NULL;
 
     for (tl_req_t *req = q->head; req != NULL; prev = req, req = req->next) {
-        if (req->tag == tag && req->space == space)
+        if (tl_tag_meets(tag, req->tag) && req->space == space)
             return reqq_unlink(q, prev, req);
     }
     return NULL;
@@ -159,12 +159,26 @@ int tl_tcp_reqq_fail(tl_tcp_reqq_t *q, chorus_status_t status)
     return n;
 }
 
-void tl_tcp_log_truncated(const tl_ctx_t *ctx, int peer, uint64_t tag, uint64_t length,
-                          size_t capacity)
+int tl_tcp_msg_fits(const tl_ctx_t *ctx, int peer, uint64_t tag, uint64_t length,
+                    const tl_req_t *req)
 {
-    chorus_error("rank %d: message from peer %d with tag %llu has %llu bytes but the "
-                 "receive holds %zu; request fails as truncated", ctx->rank, peer,
-                 (unsigned long long)tag, (unsigned long long)length, capacity);
+    if (length > req->capacity) {
+        chorus_error("rank %d: message from peer %d with tag %llu has %llu bytes but the "
+                     "receive holds %zu; request fails as truncated", ctx->rank, peer,
+                     (unsigned long long)tag, (unsigned long long)length, req->capacity);
+        return 0;
+    }
+    if ((tag ^ req->tag) & TL_TAG_FINAL) {
+        chorus_error("rank %d: message from peer %d with tag %llu is %s; the ranks' calls "
+                     "differ (request fails as truncated)", ctx->rank, peer,
+                     (unsigned long long)(tag & ~TL_TAG_FINAL),
+                     (tag & TL_TAG_FINAL) ? "the peer's last for this call, but this rank "
+                                            "expects more from it"
+                                          : "not the peer's last for this call, but this "
+                                            "rank expects none after it");
+        return 0;
+    }
+    return 1;
 }
 
 /* ---- Peers ------------------------------------------------------------------ */
@@ -343,8 +357,7 @@ static int rx_match(tl_ctx_t *ctx, tl_tcp_peer_t *peer, tl_req_t *req)
 {
     const tl_tcp_frame_t *f = &peer->rx_frame;
 
-    if (f->length > req->capacity) {
-        tl_tcp_log_truncated(ctx, peer->rank, f->tag, f->length, req->capacity);
+    if (!tl_tcp_msg_fits(ctx, peer->rank, f->tag, f->length, req)) {
         tl_tcp_req_complete(req, CHORUS_ERR_TRUNCATED, 0);
         /* The payload still has to leave the stream to keep the framing. */
         peer->rx_state = TL_TCP_RX_DISCARD;
@@ -612,8 +625,7 @@ static chorus_status_t send_self(tl_ctx_t *ctx, tl_tcp_peer_t *self, tl_req_t *r
     tl_req_t *recv = ctrl ? NULL : tl_tcp_reqq_take(&self->postq, req->space, req->tag);
 
     if (recv != NULL) {
-        if (req->capacity > recv->capacity) {
-            tl_tcp_log_truncated(ctx, ctx->rank, req->tag, req->capacity, recv->capacity);
+        if (!tl_tcp_msg_fits(ctx, ctx->rank, req->tag, req->capacity, recv)) {
             tl_tcp_req_complete(recv, CHORUS_ERR_TRUNCATED, 0);
         } else {
             if (req->capacity > 0)
@@ -681,8 +693,7 @@ chorus_status_t tl_tcp_send_nb(tl_ctx_t *ctx, int peer_rank, uint32_t space, uin
 static void recv_unexpected(tl_ctx_t *ctx, tl_tcp_peer_t *peer, tl_tcp_ue_t *ue,
                             tl_req_t *req)
 {
-    if (ue->length > req->capacity) {
-        tl_tcp_log_truncated(ctx, peer->rank, ue->tag, ue->length, req->capacity);
+    if (!tl_tcp_msg_fits(ctx, peer->rank, ue->tag, ue->length, req)) {
         if (ue == peer->rx_ue) {
             peer->rx_ue = NULL;
             peer->rx_state = TL_TCP_RX_DISCARD;

@@ -164,7 +164,7 @@ tl_tcp_ue_t *tl_tcp_ueq_take(tl_tcp_ueq_t *q, uint32_t space, uint64_t tag)
     tl_tcp_ue_t *prev = NULL;
 
     for (tl_tcp_ue_t *ue = q->head; ue != NULL; prev = ue, ue = ue->next) {
-        if (ue->tag == tag && ue->space == space) {
+        if (tl_tag_meets(ue->tag, tag) && ue->space == space) {
             ueq_unlink(q, prev, ue);
             return ue;
         }
@@ -253,8 +253,7 @@ int tl_tcp_recv_rts(tl_ctx_t *ctx, tl_tcp_peer_t *peer, tl_tcp_ue_t *rts, tl_req
 {
     int n = 0;
 
-    if (rts->length > req->capacity) {
-        tl_tcp_log_truncated(ctx, peer->rank, rts->tag, rts->length, req->capacity);
+    if (!tl_tcp_msg_fits(ctx, peer->rank, rts->tag, rts->length, req)) {
         tl_tcp_req_complete(req, CHORUS_ERR_TRUNCATED, 0);
         n = 1;
         /* The CTS says "dropped": the payload never travels. */

@@ -1,0 +1,530 @@
+/*
+ * Errors that leave every rank in step: byte counts that no buffer of the
+ * process could have are refused on every rank and path without touching
+ * memory or growing without end, and the next call gives the exact answer;
+ * a count mismatch is never returned as success with wrong data on the
+ * network path; a non-blocking call that fails leaves *req_p as it was; a
+ * call refused on one rank keeps its place, so that no rank's call pairs
+ * with another, and one refused on every rank leaves the communicator
+ * usable.
+ */
+#include <criterion/criterion.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+/* Exit codes of the rank functions: 0 = every outcome as expected. */
+enum {
+    RC_OK = 0, RC_SETUP = 10, RC_ACCEPTED = 11, RC_REQ_WRITTEN = 12, RC_AFTER = 13,
+    RC_TOUCHED = 14, RC_SUCCESS_WRONG = 15
+};
+
+#define SMALL 64                    /* elements of the buffers really there */
+#define HEADROOM ((size_t)1 << 30)  /* address space a rank may map beyond what it has */
+
+typedef enum {
+    CALL_ALLREDUCE, CALL_ALLGATHER, CALL_BROADCAST, CALL_REDUCE_SCATTER, CALL_REDUCE,
+    CALL_ALLTOALL, CALL_KINDS
+} call_kind_t;
+
+static const char *const call_names[CALL_KINDS] = {
+    "allreduce", "allgather", "broadcast", "reduce_scatter", "reduce", "alltoall"
+};
+
+/* One collective, blocking (req_p NULL) or not. */
+static chorus_status_t call(call_kind_t kind, const void *s, void *r, size_t count,
+                            chorus_dtype_t dt, int root, chorus_comm_t comm,
+                            chorus_request_t *req_p)
+{
+    switch (kind) {
+    case CALL_ALLREDUCE:
+        return req_p ? chorus_iallreduce(s, r, count, dt, CHORUS_SUM, comm, NULL, req_p)
+                     : chorus_allreduce(s, r, count, dt, CHORUS_SUM, comm, NULL);
+    case CALL_ALLGATHER:
+        return req_p ? chorus_iallgather(s, r, count, dt, comm, NULL, req_p)
+                     : chorus_allgather(s, r, count, dt, comm, NULL);
+    case CALL_BROADCAST:
+        return req_p ? chorus_ibroadcast(s, r, count, dt, root, comm, NULL, req_p)
+                     : chorus_broadcast(s, r, count, dt, root, comm, NULL);
+    case CALL_REDUCE_SCATTER:
+        return req_p ? chorus_ireduce_scatter(s, r, count, dt, CHORUS_SUM, comm, NULL, req_p)
+                     : chorus_reduce_scatter(s, r, count, dt, CHORUS_SUM, comm, NULL);
+    case CALL_REDUCE:
+        return req_p ? chorus_ireduce(s, r, count, dt, CHORUS_SUM, root, comm, NULL, req_p)
+                     : chorus_reduce(s, r, count, dt, CHORUS_SUM, root, comm, NULL);
+    default:
+        return req_p ? chorus_ialltoall(s, r, count, dt, comm, NULL, req_p)
+                     : chorus_alltoall(s, r, count, dt, comm, NULL);
+    }
+}
+
+/* Bytes of address space this process has mapped now (/proc/self/statm). */
+static size_t mapped_bytes(void)
+{
+    unsigned long pages = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+
+    if (f == NULL)
+        return 0;
+    if (fscanf(f, "%lu", &pages) != 1)
+        pages = 0;
+    fclose(f);
+    return (size_t)pages * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+/* Limit the rank to what it has mapped plus HEADROOM, so that a runaway allocation fails. */
+static int limit_memory(void)
+{
+    size_t now = mapped_bytes();
+    struct rlimit lim = {.rlim_cur = now + HEADROOM, .rlim_max = RLIM_INFINITY};
+
+    if (now == 0)
+        return -1;
+    return setrlimit(RLIMIT_AS, &lim);
+}
+
+/* An allreduce of rank + 1 over int32: every element must be size (size + 1) / 2. */
+static int allreduce_exact(chorus_comm_t comm, int rank, int size)
+{
+    int32_t in[SMALL], out[SMALL];
+
+    for (int i = 0; i < SMALL; i++) {
+        in[i] = rank + 1;
+        out[i] = -1;
+    }
+    if (chorus_allreduce(in, out, SMALL, CHORUS_INT32, CHORUS_SUM, comm, NULL) != CHORUS_OK)
+        return RC_AFTER;
+    for (int i = 0; i < SMALL; i++)
+        if (out[i] != size * (size + 1) / 2)
+            return RC_AFTER;
+    return RC_OK;
+}
+
+/* ---- byte counts no buffer could have ----------------------------------- */
+
+/*
+ * The send and receive buffers of kind with count elements of esize bytes,
+ * in place or not, over real memory of a few bytes: nothing may be touched.
+ */
+static void huge_buffers(call_kind_t kind, int in_place, size_t count, size_t esize, int rank,
+                         unsigned char *mem, const void **s_p, void **r_p)
+{
+    uintptr_t base = (uintptr_t)mem, step = (uintptr_t)count * (uintptr_t)esize;
+
+    *s_p = mem;
+    *r_p = mem + 4096;
+    if (!in_place)
+        return;
+    *r_p = mem;
+    /* The in-place layouts of allgather and reduce_scatter sit this rank's block in the other. */
+    if (kind == CALL_ALLGATHER)
+        *s_p = (const void *)(base + step * (uintptr_t)rank);
+    else if (kind == CALL_REDUCE_SCATTER)
+        *r_p = (void *)(base + step * (uintptr_t)rank);
+}
+
+static int huge_counts(chorus_comm_t comm, int rank, int size, void *arg)
+{
+    static const size_t counts[] = {((size_t)1 << 62) / 4, SIZE_MAX / 4, SIZE_MAX};
+    unsigned char *mem = calloc(1, 8192);
+
+    (void)arg;
+    if (mem == NULL || limit_memory() != 0)
+        return RC_SETUP;
+    for (int kind = 0; kind < CALL_KINDS; kind++) {
+        for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+            for (int in_place = 0; in_place < 2; in_place++) {
+                const void *s;
+                void *r;
+                chorus_request_t req = (chorus_request_t)(uintptr_t)0x5eed;
+                chorus_dtype_t dt = counts[c] == SIZE_MAX ? CHORUS_UINT8 : CHORUS_INT32;
+
+                huge_buffers(kind, in_place, counts[c], chorus_dtype_size(dt), rank, mem, &s,
+                             &r);
+                if (call(kind, s, r, counts[c], dt, 0, comm, NULL) != CHORUS_ERR_INVALID_ARG ||
+                    call(kind, s, r, counts[c], dt, 0, comm, &req) != CHORUS_ERR_INVALID_ARG) {
+                    fprintf(stderr, "rank %d: %s of %zu elements (in place %d) accepted\n",
+                            rank, call_names[kind], counts[c], in_place);
+                    return RC_ACCEPTED;
+                }
+                if (req != (chorus_request_t)(uintptr_t)0x5eed)
+                    return RC_REQ_WRITTEN;
+            }
+        }
+    }
+    for (size_t i = 0; i < 8192; i++)
+        if (mem[i] != 0)
+            return RC_TOUCHED;
+    free(mem);
+    return allreduce_exact(comm, rank, size);
+}
+
+static void run_huge(int nranks, int shm)
+{
+    harness_opts_t opts = {.nranks = nranks, .timeout_s = 10, .deadline_s = 40, .kill_rank = -1};
+    int status[3];
+
+    setenv("CHORUS_SHM", shm ? "1" : "0", 1);
+    cr_expect_eq(harness_run(&opts, huge_counts, NULL, status, NULL), 0,
+                 "%d ranks over %s: exit codes %d %d %d", nranks, shm ? "shm" : "tcp",
+                 status[0], nranks > 1 ? status[1] : 0, nranks > 2 ? status[2] : 0);
+    unsetenv("CHORUS_SHM");
+}
+
+Test(huge, one_rank, .timeout = 60)    { run_huge(1, 1); }
+Test(huge, two_ranks_shm, .timeout = 60)  { run_huge(2, 1); }
+Test(huge, three_ranks_shm, .timeout = 60) { run_huge(3, 1); }
+Test(huge, two_ranks_tcp, .timeout = 60)  { run_huge(2, 0); }
+Test(huge, three_ranks_tcp, .timeout = 60) { run_huge(3, 0); }
+
+/* ---- output arguments on error ------------------------------------------ */
+
+/* After an abort every non-blocking call fails and leaves *req_p as it was. */
+static int req_after_abort(chorus_comm_t comm, int rank, int size, void *arg)
+{
+    int32_t in[SMALL] = {0}, out[SMALL];
+    chorus_request_t mark = (chorus_request_t)(uintptr_t)0x5eed;
+
+    (void)rank; (void)size; (void)arg;
+    if (chorus_comm_abort(comm) != CHORUS_OK)
+        return RC_SETUP;
+    for (int kind = 0; kind < CALL_KINDS; kind++) {
+        chorus_request_t req = mark;
+
+        if (call(kind, in, out, SMALL / 4, CHORUS_INT32, 0, comm, &req) == CHORUS_OK)
+            return RC_ACCEPTED;
+        if (req != mark)
+            return RC_REQ_WRITTEN;
+    }
+    {
+        chorus_request_t req = mark;
+
+        if (chorus_ibarrier(comm, NULL, &req) == CHORUS_OK)
+            return RC_ACCEPTED;
+        if (req != mark)
+            return RC_REQ_WRITTEN;
+    }
+    return RC_OK;
+}
+
+Test(request, not_written_after_abort, .timeout = 60)
+{
+    harness_opts_t opts = {.nranks = 2, .timeout_s = 10, .deadline_s = 30, .kill_rank = -1};
+    int status[2];
+
+    cr_expect_eq(harness_run(&opts, req_after_abort, NULL, status, NULL), 0,
+                 "exit codes %d %d", status[0], status[1]);
+}
+
+/* ---- count mismatch without the debug check ----------------------------- */
+
+/*
+ * One rank calls broadcast or reduce (root 0) with another count or a dtype
+ * of another size, over TCP with no debug check. Every rank whose result
+ * depends on a call that differs from its own (a broadcast's non-root whose
+ * call or the root's differs, the reduce's root) must fail; a rank whose part
+ * only sends, or whose call matches the root's, may succeed, but never with
+ * wrong data.
+ */
+typedef struct {
+    call_kind_t kind;
+    int nranks;
+    int odd_rank;       /* the rank whose call differs */
+    size_t count;       /* everyone else's, of int32 */
+    size_t odd_count;   /* the odd rank's */
+    chorus_dtype_t odd_dtype;
+} mismatch_case_t;
+
+static int mismatch_rank(chorus_comm_t comm, int rank, int size, void *arg)
+{
+    const mismatch_case_t *mc = arg;
+    int odd = rank == mc->odd_rank;
+    size_t n = odd ? mc->odd_count : mc->count;
+    chorus_dtype_t dt = odd ? mc->odd_dtype : CHORUS_INT32;
+    size_t bytes = n * chorus_dtype_size(dt), cap = bytes + 4096;
+    unsigned char *in = malloc(cap), *out = malloc(cap);
+    int receives = mc->kind == CALL_BROADCAST ? rank != 0 : rank == 0;
+    int must_fail = mc->kind == CALL_BROADCAST ? receives && (odd || mc->odd_rank == 0)
+                                               : receives;
+    chorus_status_t st;
+    int right = 1;
+
+    if (in == NULL || out == NULL)
+        return RC_SETUP;
+    for (size_t i = 0; i < cap / sizeof(int32_t); i++) {
+        ((int32_t *)in)[i] = rank + 1;
+        ((int32_t *)out)[i] = -1;
+    }
+    st = call(mc->kind, in, out, n, dt, 0, comm, NULL);
+    for (size_t i = 0; receives && i < bytes / sizeof(int32_t); i++)
+        if (((int32_t *)out)[i] != (mc->kind == CALL_BROADCAST ? 1 : size * (size + 1) / 2))
+            right = 0;
+    for (size_t i = bytes; i < cap; i++)
+        if (out[i] != 0xff)
+            right = 0;      /* written past the call's own count */
+    free(in);
+    free(out);
+    if (st == CHORUS_OK && (must_fail || !right))
+        return RC_SUCCESS_WRONG;
+    return RC_OK;
+}
+
+static void run_mismatch(const mismatch_case_t *mc)
+{
+    harness_opts_t opts = {.nranks = mc->nranks, .timeout_s = 5, .deadline_s = 20,
+                           .kill_rank = -1};
+    int status[3] = {0, 0, 0};
+
+    setenv("CHORUS_SHM", "0", 1);
+    unsetenv("CHORUS_DEBUG_CHECK");
+    cr_expect_eq(harness_run(&opts, mismatch_rank, (void *)mc, status, NULL), 0,
+                 "%s at %d ranks, rank %d with %zu x %s against %zu x int32: exit codes "
+                 "%d %d %d", call_names[mc->kind], mc->nranks, mc->odd_rank, mc->odd_count,
+                 chorus_dtype_name(mc->odd_dtype), mc->count, status[0], status[1], status[2]);
+    unsetenv("CHORUS_SHM");
+}
+
+/* Counts in one message, and in several chunks whose counts differ by whole chunks. */
+static void run_mismatches(call_kind_t kind)
+{
+    static const size_t counts[][2] = {
+        {64, 32}, {64, 128}, {1 << 18, 1 << 17}, {1 << 18, 1 << 19}
+    };
+
+    for (int nranks = 2; nranks <= 3; nranks++)
+        for (int odd = 0; odd < 2; odd++) {
+            for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+                mismatch_case_t mc = {kind, nranks, odd, counts[c][0], counts[c][1],
+                                      CHORUS_INT32};
+                run_mismatch(&mc);
+            }
+            {
+                mismatch_case_t mc = {kind, nranks, odd, 1 << 18, 1 << 18, CHORUS_INT64};
+                run_mismatch(&mc);
+            }
+        }
+}
+
+Test(mismatch, tcp_broadcast_never_succeeds_with_wrong_data, .timeout = 120)
+{
+    run_mismatches(CALL_BROADCAST);
+}
+
+Test(mismatch, tcp_reduce_never_succeeds_with_wrong_data, .timeout = 120)
+{
+    run_mismatches(CALL_REDUCE);
+}
+
+/* ---- a call refused on one rank ----------------------------------------- */
+
+/*
+ * One rank refuses a call for its own arguments (the root's buffer is NULL,
+ * or another rank's receive buffer; a barrier's opts are bad). Its call
+ * still takes its place: every rank's call returns an error, the ranks that
+ * hear of it log the refusing rank and its reason, and since the other
+ * ranks' messages of that call cannot be taken back the communicator fails,
+ * so that the next call fails on every rank instead of pairing with another.
+ */
+typedef struct {
+    int kind;           /* call_kind_t, or CALL_KINDS for a barrier */
+    int nranks;
+    int nonblocking;
+} refuse_case_t;
+
+static char log_dir[64];
+
+static int stderr_to(int rank)
+{
+    char path[128];
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/rank%d.err", log_dir, rank);
+    f = freopen(path, "w", stderr);
+    if (f == NULL)
+        return -1;
+    setvbuf(stderr, NULL, _IONBF, 0);
+    return 0;
+}
+
+static char *log_of(int rank)
+{
+    char path[128], *text = calloc(1, 1 << 16);
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/rank%d.err", log_dir, rank);
+    f = fopen(path, "r");
+    if (text != NULL && f != NULL && fread(text, 1, (1 << 16) - 1, f) == 0)
+        text[0] = '\0';
+    if (f != NULL)
+        fclose(f);
+    unlink(path);
+    return text;
+}
+
+/* The rank that refuses: the last, which is also the root of the rooted calls. */
+static int refuser_of(const refuse_case_t *rc)
+{
+    return rc->nranks - 1;
+}
+
+static chorus_status_t refuse_call(const refuse_case_t *rc, chorus_comm_t comm, int bad,
+                                   const int32_t *in, int32_t *out)
+{
+    int root = rc->nranks - 1;
+    chorus_opts_t opts = CHORUS_OPTS_INIT;
+    chorus_request_t req = NULL;
+    chorus_status_t st;
+
+    opts.struct_size = 1;   /* the barrier's bad argument */
+    if (rc->kind == CALL_KINDS)
+        st = rc->nonblocking ? chorus_ibarrier(comm, bad ? &opts : NULL, &req)
+                             : chorus_barrier(comm, bad ? &opts : NULL);
+    else
+        st = call(rc->kind, bad && rc->kind == CALL_BROADCAST ? NULL : in,
+                  bad && rc->kind != CALL_BROADCAST ? NULL : out, 4, CHORUS_INT32, root, comm,
+                  rc->nonblocking ? &req : NULL);
+    if (st == CHORUS_OK && req != NULL)
+        st = chorus_request_free(req);
+    return st;
+}
+
+static int refuse_rank(chorus_comm_t comm, int rank, int size, void *arg)
+{
+    const refuse_case_t *rc = arg;
+    int32_t in[4 * 8], out[4 * 8];
+    chorus_status_t first, second;
+
+    (void)size;
+    if (stderr_to(rank) != 0)
+        return RC_SETUP;
+    for (int i = 0; i < 4 * 8; i++)
+        in[i] = rank + 1;
+    /* At 4 ranks rank 0 comes late: the notice is there before its call is. */
+    if (rc->nranks == 4 && rank == 0)
+        usleep(200 * 1000);
+    first = refuse_call(rc, comm, rank == refuser_of(rc), in, out);
+    second = refuse_call(rc, comm, 0, in, out);
+    fprintf(stderr, "test: first %d second %d\n", (int)first, (int)second);
+    if (rank == refuser_of(rc) && first != CHORUS_ERR_INVALID_ARG)
+        return RC_ACCEPTED;
+    /*
+     * The reduce's other ranks only send, eagerly: their calls may be over
+     * before the notice comes, and they hold no result to be wrong.
+     */
+    if (rc->kind == CALL_REDUCE && rank != refuser_of(rc))
+        return RC_OK;
+    if (first == CHORUS_OK)
+        return RC_SUCCESS_WRONG;
+    return second == CHORUS_OK ? RC_AFTER : RC_OK;
+}
+
+static void run_refuse(const refuse_case_t *rc, int shm)
+{
+    harness_opts_t opts = {.nranks = rc->nranks, .timeout_s = 10, .deadline_s = 30,
+                           .kill_rank = -1};
+    int status[5] = {0}, named = 0, refuser = refuser_of(rc);
+    double elapsed[5] = {0};
+    const char *what = rc->kind == CALL_KINDS ? "barrier" : call_names[rc->kind];
+    char needle[64];
+
+    snprintf(log_dir, sizeof(log_dir), "/tmp/chorus_errors_XXXXXX");
+    cr_assert_not_null(mkdtemp(log_dir));
+    setenv("CHORUS_SHM", shm ? "1" : "0", 1);
+    cr_expect_eq(harness_run(&opts, refuse_rank, (void *)rc, status, elapsed), 0,
+                 "%s%s at %d ranks over %s refused by rank %d: exit codes %d %d %d %d %d",
+                 rc->nonblocking ? "non-blocking " : "", what, rc->nranks, shm ? "shm" : "tcp",
+                 refuser, status[0], status[1], status[2], status[3], status[4]);
+    snprintf(needle, sizeof(needle), "rank %d refused %s #0 (invalid argument", refuser, what);
+    for (int r = 0; r < rc->nranks; r++) {
+        char *log = log_of(r);
+
+        cr_assert_not_null(log);
+        if (r != refuser && strstr(log, needle) != NULL)
+            named++;
+        if (status[r] != 0)
+            cr_log_error("rank %d logged:\n%s", r, log);
+        free(log);
+    }
+    rmdir(log_dir);
+    unsetenv("CHORUS_SHM");
+    /* Well under the 10 s timeout: no rank waited for its deadline to learn of it. */
+    for (int r = 0; r < rc->nranks; r++)
+        cr_expect_lt(elapsed[r], 6.0, "%s at %d ranks over %s: rank %d took %.1f s", what,
+                     rc->nranks, shm ? "shm" : "tcp", r, elapsed[r]);
+    /* The reduce's other ranks may be gone before the notice comes. */
+    if (rc->kind != CALL_REDUCE)
+        cr_expect_geq(named, 1, "no rank named the refusing rank %d (%s)", refuser, needle);
+}
+
+static void run_refusals(int shm)
+{
+    for (int kind = 0; kind <= CALL_KINDS; kind++)
+        for (int nranks = 2; nranks <= 5; nranks++) {
+            refuse_case_t rc = {kind, nranks, nranks == 3};
+
+            run_refuse(&rc, shm);
+        }
+}
+
+Test(refused, on_one_rank_fails_every_rank_shm, .timeout = 120) { run_refusals(1); }
+Test(refused, on_one_rank_fails_every_rank_tcp, .timeout = 120) { run_refusals(0); }
+
+/*
+ * Every rank refuses the same call (a NULL receive buffer everywhere, or a
+ * root out of range for the reduce, bad opts for the barrier): every rank
+ * gets CHORUS_ERR_INVALID_ARG, the communicator goes on, and the next call
+ * gives the exact answer.
+ */
+static int refuse_alike_rank(chorus_comm_t comm, int rank, int size, void *arg)
+{
+    int32_t in[4 * 8] = {0};
+    chorus_opts_t bad = CHORUS_OPTS_INIT;
+    int rc;
+
+    (void)arg;
+    bad.struct_size = 1;
+    for (int kind = 0; kind < CALL_KINDS; kind++) {
+        chorus_status_t st = kind == CALL_REDUCE
+                                 ? call(kind, in, in, 4, CHORUS_INT32, size, comm, NULL)
+                                 : call(kind, in, NULL, 4, CHORUS_INT32, 0, comm, NULL);
+
+        if (st != CHORUS_ERR_INVALID_ARG)
+            return RC_ACCEPTED;
+        if ((rc = allreduce_exact(comm, rank, size)) != RC_OK)
+            return rc;
+    }
+    if (chorus_barrier(comm, &bad) != CHORUS_ERR_INVALID_ARG)
+        return RC_ACCEPTED;
+    return allreduce_exact(comm, rank, size);
+}
+
+static void run_refuse_alike(int shm)
+{
+    for (int nranks = 2; nranks <= 5; nranks++) {
+        harness_opts_t opts = {.nranks = nranks, .timeout_s = 10, .deadline_s = 30,
+                               .kill_rank = -1};
+        int status[5] = {0};
+
+        setenv("CHORUS_SHM", shm ? "1" : "0", 1);
+        cr_expect_eq(harness_run(&opts, refuse_alike_rank, NULL, status, NULL), 0,
+                     "%d ranks over %s: exit codes %d %d %d %d %d", nranks,
+                     shm ? "shm" : "tcp", status[0], status[1], status[2], status[3],
+                     status[4]);
+        unsetenv("CHORUS_SHM");
+    }
+}
+
+Test(refused, alike_on_every_rank_keeps_the_communicator_shm, .timeout = 120)
+{
+    run_refuse_alike(1);
+}
+
+Test(refused, alike_on_every_rank_keeps_the_communicator_tcp, .timeout = 120)
+{
+    run_refuse_alike(0);
+}
