@@ -121,6 +121,9 @@ static chorus_status_t rdv_exchange(chorus__ctx_t *ctx, const comm_create_params
                                     char **addrs_p)
 {
     const size_t lanes = (size_t)CHORUS__LANES_MAX * TL_ADDR_MAX;
+    const chorus__boot_client_params_t client = {
+        .addr = p->addr, .secret = p->secret, .secret_len = p->secret_len, .rank = p->rank,
+        .size = p->size, .timeout_s = ctx->cfg.timeout_s, .report_s = ctx->cfg.stall_warn_s};
     rdv_card_t card, *cards;
     const char **ids;
     uint8_t session_key[32];
@@ -141,9 +144,8 @@ static chorus_status_t rdv_exchange(chorus__ctx_t *ctx, const comm_create_params
         status = CHORUS_ERR_NO_MEMORY;
         goto out;
     }
-    status = chorus__bootstrap_exchange(p->addr, p->secret, p->secret_len, p->rank, p->size,
-                                        ctx->cfg.timeout_s, &card, sizeof(card), cards,
-                                        session_key, host_seen, sizeof(host_seen));
+    status = chorus__bootstrap_exchange(&client, &card, sizeof(card), cards, session_key,
+                                        host_seen, sizeof(host_seen));
     if (status != CHORUS_OK)
         goto out;
     for (int r = 0; r < p->size; r++) {
