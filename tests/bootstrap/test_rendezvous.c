@@ -1,9 +1,9 @@
 /*
  * Communicator creation as a user meets it when a launch goes wrong: a rank
  * that never starts, a rank with another secret, two processes with the same
- * rank, a rank with another size. Each process is forked and writes its
- * stderr to a file of its own, so the test reads exactly what each rank said,
- * and the parent times every exit.
+ * rank, a rank with another size, a short secret. Each process is forked and
+ * writes its stderr to a file of its own, so the test reads exactly what each
+ * rank said, and the parent times every exit.
  */
 #include <criterion/criterion.h>
 #include <fcntl.h>
@@ -374,5 +374,74 @@ Test(rendezvous, a_correct_rank_after_a_refused_one_still_completes, .timeout = 
                          l.status[i], log);
         free(log);
     }
+    launch_cleanup(&l);
+}
+
+/* ---- short secrets ----------------------------------------------------------------- */
+
+Test(rendezvous, a_secret_under_16_bytes_warns_and_16_bytes_do_not, .timeout = 60)
+{
+    const proc_spec_t specs[] = {{0, 1, "0123456789abcde", 0}, {0, 1, "0123456789abcdef", 0}};
+    const char *warning = "the job secret has 15 bytes; use at least 16";
+    launch_t l;
+
+    for (int i = 0; i < 2; i++) {
+        char *log;
+
+        launch_init(&l, 1, 5, "0");
+        l.status[0] = -1;
+        launch_run(&l, &specs[i]);
+        log = proc_log(&l, 0);
+        cr_expect_eq(l.status[0], 0, "secret %s: exited with %d; logged:\n%s", specs[i].secret,
+                     l.status[0], log);
+        cr_expect_eq(count_lines(log, "warn", "the job secret has"), i == 0,
+                     "secret %s logged:\n%s", specs[i].secret, log);
+        if (i == 0)
+            cr_expect(text_has(log, warning), "logged:\n%s", log);
+        free(log);
+        launch_cleanup(&l);
+    }
+}
+
+/* A second communicator of the same process does not repeat the warning. */
+static int create_twice(const launch_t *l)
+{
+    chorus_comm_t comm;
+
+    for (int k = 0; k < 2; k++) {
+        char addr[64];
+
+        snprintf(addr, sizeof(addr), "127.0.0.1:%d", harness_free_port());
+        if (chorus_comm_create(0, 1, addr, "short", l->timeout_s, &comm) != CHORUS_OK)
+            return 1;
+        chorus_comm_destroy(comm);
+    }
+    return 0;
+}
+
+Test(rendezvous, short_secret_warning_is_not_repeated, .timeout = 60)
+{
+    launch_t l;
+    char path[128], *log;
+    pid_t pid;
+    int ws;
+
+    launch_init(&l, 1, 5, NULL);
+    log_path(&l, 0, path, sizeof(path));
+    fflush(stderr);
+    pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0600);
+        if (fd < 0 || dup2(fd, 2) < 0)
+            _exit(100);
+        _exit(create_twice(&l));
+    }
+    cr_assert_eq(waitpid(pid, &ws, 0), pid);
+    log = proc_log(&l, 0);
+    cr_expect(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "logged:\n%s", log);
+    cr_expect_eq(count_lines(log, "warn", "the job secret has 5 bytes"), 1, "logged:\n%s",
+                 log);
+    free(log);
     launch_cleanup(&l);
 }
