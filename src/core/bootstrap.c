@@ -181,7 +181,9 @@ static void store_note_refusal(chorus__store_t *st, const store_conn_t *c,
 {
     store_refusal_t *f;
 
-    if (c->claim_rank < 0 || st->complete || st->nrefusals == STORE_REFUSALS_MAX)
+    /* Only a refused JOIN or ABANDON claims a place; an admitted rank that misbehaves does not. */
+    if (c->state != CONN_JOIN || c->claim_rank < 0 || st->complete ||
+        st->nrefusals == STORE_REFUSALS_MAX)
         return;
     f = &st->refusals[st->nrefusals++];
     f->rank = c->claim_rank;
@@ -626,7 +628,8 @@ static void store_conn_joined_event(chorus__store_t *st, store_conn_t *c)
         if (c->query_len == sizeof(c->query))
             store_on_query(st, c);
     }
-    if (c->state == CONN_JOINED && c->query_pending)
+    /* Also the rest of an answer the socket did not take at once. */
+    if (c->state == CONN_JOINED && (c->query_pending || c->status_off < c->status_len))
         store_conn_write(st, c);
 }
 

@@ -270,8 +270,7 @@ static chorus_status_t client_wait(boot_client_t *cl, uint64_t want_len)
         if (now >= cl->deadline)
             return client_timeout(cl);
         if (now >= next_report) {
-            while (next_report <= now)
-                next_report += cl->report_s;
+            next_report = now + cl->report_s;
             if ((status = client_query(cl)) != CHORUS_OK)
                 return status;
         }

@@ -465,6 +465,69 @@ Test(bootstrap, wrong_secret_refused, .timeout = 30)
     finish_rendezvous(store, addr, clients, 2, 3);
 }
 
+/* A JOIN with a wrong secret, from a raw peer, claiming (rank, size); returns the ERROR code. */
+static uint32_t stranger_claims(const char *addr, uint32_t rank, uint32_t size)
+{
+    uint8_t msg[256], nc[32] = {7};
+    raw_t raw;
+
+    raw_connect(&raw, addr);
+    raw_hello(&raw, nc);
+    raw_send(&raw, msg, raw_join_msg(&raw, "wrong secret", rank, size, msg));
+    return raw_expect_dropped(&raw, NULL, 0);
+}
+
+/* The grace after a refusal, for a store with a 10 s timeout. */
+#define GRACE_10S 1.0
+
+/*
+ * A stranger claiming a rank that has joined cannot stop the rendezvous,
+ * however long the others take after it.
+ */
+Test(bootstrap, stranger_claiming_a_joined_rank_stops_nothing, .timeout = 30)
+{
+    char addr[CHORUS_SOCK_ADDR_MAX];
+    chorus__store_t *store = store_begin(10, addr);
+    client_t clients[3];
+
+    client_spawn(&clients[0], addr, 0, 3, 10);
+    client_spawn(&clients[1], addr, 1, 3, 10);
+    wait_joined(store, 2);
+    cr_expect_eq(stranger_claims(addr, 1, 3), -CHORUS_ERR_AUTH);
+    usleep((useconds_t)((GRACE_10S + 0.5) * 1e6));
+    cr_expect_eq(chorus__store_joined(store), 2, "the store dropped a joined rank");
+    finish_rendezvous(store, addr, clients, 2, 3);
+}
+
+/*
+ * A stranger claiming the missing rank: if that rank is still missing after
+ * the grace, every joined rank fails with CHORUS_ERR_AUTH at once rather than
+ * at the timeout.
+ */
+Test(bootstrap, refused_claim_of_a_missing_rank_fails_the_others_after_the_grace,
+     .timeout = 30)
+{
+    char addr[CHORUS_SOCK_ADDR_MAX];
+    chorus__store_t *store = store_begin(10, addr);
+    client_t clients[2];
+    double start;
+
+    client_spawn(&clients[0], addr, 0, 3, 10);
+    client_spawn(&clients[1], addr, 1, 3, 10);
+    wait_joined(store, 2);
+    start = chorus__now();
+    cr_expect_eq(stranger_claims(addr, 2, 3), -CHORUS_ERR_AUTH);
+    for (int r = 0; r < 2; r++) {
+        pthread_join(clients[r].thread, NULL);
+        cr_expect_eq(clients[r].status, CHORUS_ERR_AUTH, "rank %d returned %d", r,
+                     clients[r].status);
+    }
+    cr_expect_lt(chorus__now() - start, GRACE_10S + 1.5, "the ranks waited %.1f s",
+                 chorus__now() - start);
+    cr_expect_geq(chorus__now() - start, GRACE_10S - 0.1, "the ranks did not wait the grace");
+    cr_expect_eq(chorus__store_join(store), CHORUS_ERR_AUTH);
+}
+
 Test(bootstrap, replayed_join_refused, .timeout = 30)
 {
     char addr[CHORUS_SOCK_ADDR_MAX];
