@@ -556,12 +556,11 @@ static void store_conn_write(chorus__store_t *st, store_conn_t *c)
          * when the client does.
          */
         c->result_sent = 1;
-        st->sending--;
         if (shutdown(c->fd, SHUT_WR) != 0) {
-            st->sending++;
             store_conn_close(st, c);
             return;
         }
+        st->sending--;
         c->state = CONN_LINGER;
         st->lingering++;
     }
@@ -832,9 +831,8 @@ static chorus_status_t store_run(chorus__store_t *st)
     for (;;) {
         double now = chorus__now();
         size_t npolled = st->nconns;
-        int ms;
-
         chorus_status_t status;
+        int ms;
 
         /* Lingering clients are waited for while time remains; they close once they have read. */
         if (st->complete && st->sending == 0 && (st->lingering == 0 || now >= st->deadline))
