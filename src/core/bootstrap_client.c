@@ -244,7 +244,8 @@ static chorus_status_t client_timeout(const boot_client_t *cl)
     }
     chorus__rank_set_format(cl->joined, cl->size, 0, missing, sizeof(missing));
     chorus_error("rank %d: timed out after %.1f s waiting for the other ranks at the "
-                 "bootstrap store at %s; not joined %.1f s before: ranks %s", cl->rank,
+                 "bootstrap store at %s; not joined as the store saw it %.1f s earlier: "
+                 "ranks %s", cl->rank,
                  cl->timeout_s, cl->addr, chorus__now() - cl->heard_at, missing);
     return CHORUS_ERR_TIMEOUT;
 }
