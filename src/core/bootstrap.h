@@ -124,8 +124,9 @@ typedef struct {
     int rank, size;
     double timeout_s;
     /*
-     * Every report_s seconds while this rank waits for the others, ask the
-     * store who has joined and log it at the warning level (0: never; the
+     * Every report_s seconds while this rank waits for the store to accept
+     * its connection, say so at the warning level; while it waits for the
+     * others, ask the store who has joined and log it (0: never; the
      * store is still asked once shortly before the timeout, so that a timeout
      * names the ranks that never joined).
      */

@@ -5,7 +5,8 @@
  * Bootstrap client: one rank's side of the rendezvous (wire format in
  * bootstrap.h). While it waits for the others it asks the store who has
  * joined, every report_s seconds and once shortly before its deadline, so
- * that its progress reports and its timeout name ranks as the store sees them.
+ * that its progress reports and its timeout name ranks as the store sees them;
+ * before the store accepts it at all, it reports that instead.
  */
 #include "core/bootstrap.h"
 
@@ -33,6 +34,7 @@ typedef struct {
     size_t secret_len;
     int fd, rank, size;
     double timeout_s, report_s, started, deadline;
+    double next_report;         /* when to say again that this rank waits (INFINITY: never) */
     uint8_t nc[CHORUS_BOOT_NONCE], ns[CHORUS_BOOT_NONCE];
     /* Status queries: the last sent, the one sent before the deadline (0: none yet). */
     uint32_t query_seq, last_query_seq;
@@ -259,7 +261,6 @@ static chorus_status_t client_timeout(const boot_client_t *cl)
 static chorus_status_t client_wait(boot_client_t *cl, uint64_t want_len)
 {
     double last_query_at = cl->deadline - fmin(CLIENT_LAST_QUERY_S, cl->timeout_s / 10);
-    double next_report = cl->report_s > 0 ? cl->started + cl->report_s : INFINITY;
 
     for (;;) {
         struct pollfd pfd = {.fd = cl->fd, .events = POLLIN};
@@ -270,8 +271,8 @@ static chorus_status_t client_wait(boot_client_t *cl, uint64_t want_len)
 
         if (now >= cl->deadline)
             return client_timeout(cl);
-        if (now >= next_report) {
-            next_report = now + cl->report_s;
+        if (now >= cl->next_report) {
+            cl->next_report = now + cl->report_s;
             if ((status = client_query(cl)) != CHORUS_OK)
                 return status;
         }
@@ -280,7 +281,7 @@ static chorus_status_t client_wait(boot_client_t *cl, uint64_t want_len)
                 return status;
             cl->last_query_seq = cl->query_seq;
         }
-        wake = fmin(wake, next_report);
+        wake = fmin(wake, cl->next_report);
         if (cl->last_query_seq == 0)
             wake = fmin(wake, last_query_at);
         if (poll(&pfd, 1, chorus__ms_left(wake)) <= 0)
@@ -371,6 +372,28 @@ static chorus_status_t client_check_args(const chorus__boot_client_params_t *p,
     return CHORUS_OK;
 }
 
+/*
+ * Connects to the store, which may not be listening yet (rank 0 starting
+ * late): every report_s seconds until then, says that this rank is still
+ * waiting for it.
+ */
+static chorus_status_t client_connect(boot_client_t *cl)
+{
+    for (;;) {
+        chorus_status_t status = chorus__sock_connect(cl->addr,
+                                                      fmin(cl->deadline, cl->next_report),
+                                                      &cl->fd);
+        double now = chorus__now();
+
+        if (status != CHORUS_ERR_TIMEOUT || now >= cl->deadline)
+            return status == CHORUS_OK ? CHORUS_OK : client_io_fail(cl, status, "connecting to");
+        chorus_warn("rank %d: waiting %.0f s for the bootstrap store at %s to accept "
+                    "connections (rank 0 hosts it: has it started?)", cl->rank,
+                    now - cl->started, cl->addr);
+        cl->next_report = now + cl->report_s;
+    }
+}
+
 /* Connects, authenticates, joins and waits for every blob; the caller closes cl->fd. */
 static chorus_status_t client_run(boot_client_t *cl, const void *blob, size_t blob_len,
                                   void *all_blobs, uint8_t key[32], char *host,
@@ -378,9 +401,9 @@ static chorus_status_t client_run(boot_client_t *cl, const void *blob, size_t bl
 {
     chorus_status_t status;
 
-    status = chorus__sock_connect(cl->addr, cl->deadline, &cl->fd);
+    status = client_connect(cl);
     if (status != CHORUS_OK)
-        return client_io_fail(cl, status, "connecting to");
+        return status;
     status = chorus__sock_local_host(cl->fd, host, host_len);
     if (status == CHORUS_OK && strlen(host) >= local_host_len) {
         chorus_error("rank %d: local_host of %zu bytes cannot hold '%s'", cl->rank,
@@ -426,6 +449,7 @@ chorus_status_t chorus__bootstrap_exchange(const chorus__boot_client_params_t *p
     cl.report_s = p->report_s;
     cl.started = chorus__now();
     cl.deadline = cl.started + p->timeout_s;
+    cl.next_report = p->report_s > 0 ? cl.started + p->report_s : INFINITY;
     status = client_run(&cl, blob, blob_len, all_blobs, key, host, sizeof(host),
                         local_host != NULL ? local_host_len : SIZE_MAX);
     if (cl.fd >= 0)

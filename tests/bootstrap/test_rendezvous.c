@@ -277,6 +277,26 @@ Test(rendezvous, missing_rank_is_named_without_reports, .timeout = 60)
     launch_cleanup(&l);
 }
 
+/* Rank 0 (and with it the store) starting late: the others say they wait for it, then join. */
+Test(rendezvous, a_late_store_is_reported_while_waiting, .timeout = 60)
+{
+    const proc_spec_t specs[] = {{0, 2, SECRET, 2.5}, {1, 2, SECRET, 0}};
+    launch_t l;
+    char *log;
+
+    launch_init(&l, 2, 20, "1");
+    launch_run(&l, specs);
+    log = proc_log(&l, 1);
+    for (int i = 0; i < 2; i++)
+        cr_expect_eq(l.status[i], 0, "rank %d exited with %d", i, l.status[i]);
+    cr_expect_geq(count_lines(log, "warn", "for the bootstrap store at 127.0.0.1"), 1,
+                  "rank 1 logged:\n%s", log);
+    cr_expect_geq(count_lines(log, "warn", "to accept connections (rank 0 hosts it"), 1,
+                  "rank 1 logged:\n%s", log);
+    free(log);
+    launch_cleanup(&l);
+}
+
 /* ---- refused peers ------------------------------------------------------------------- */
 
 /*
