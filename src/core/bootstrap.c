@@ -2,11 +2,12 @@
 #undef CHORUS_LOG_COMPONENT
 #define CHORUS_LOG_COMPONENT CHORUS_LOG_COMP_BOOTSTRAP
 /*
- * Bootstrap rendezvous store and client; the wire format is described in
- * bootstrap.h. The store is one thread polling every connection, so a slow,
- * idle or hostile peer delays nobody: each unauthenticated connection has its
- * own short deadline, their number is capped, and every length is checked
- * against a fixed bound before a byte of payload is read.
+ * Bootstrap rendezvous store (its client is bootstrap_client.c); the wire
+ * format is described in bootstrap.h. The store is one thread polling every
+ * connection, so a slow, idle or hostile peer delays nobody: each
+ * unauthenticated connection has its own short deadline, their number is
+ * capped, and every length is checked against a fixed bound before a byte of
+ * payload is read.
  */
 #include "core/bootstrap.h"
 
@@ -19,9 +20,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "util/log.h"
+#include "util/rank_set.h"
 #include "util/sha256.h"
 #include "util/sock.h"
 #include "util/time.h"
@@ -38,6 +41,11 @@
 #define STORE_AUTH_MAX_S 5.0
 /* Pause before accepting again after accept() itself failed (e.g. out of descriptors). */
 #define STORE_ACCEPT_PAUSE_S 0.1
+/*
+ * Refusals awaiting their grace (bootstrap.h, "refused peers"). More are
+ * logged but not held: fail-fast then falls back to the timeout.
+ */
+#define STORE_REFUSALS_MAX 16
 
 /* ---- Store ------------------------------------------------------------------------- */
 
@@ -46,6 +54,7 @@ typedef enum {
     CONN_JOIN,      /* challenge sent, waiting for JOIN */
     CONN_JOINED,    /* authenticated and admitted; waiting for the other ranks */
     CONN_RESULT,    /* sending the RESULT */
+    CONN_LINGER,    /* RESULT sent and the write side shut; waiting for the client to close */
     CONN_CLOSED
 } store_conn_state_t;
 
@@ -54,16 +63,36 @@ typedef struct {
     store_conn_state_t state;
     int rank;
     int result_sent;
+    /* The rank and size the peer claimed (from JOIN or ABANDON), named if it is refused. */
+    int64_t claim_rank, claim_size;
+    int claim_authed;           /* the claim came with a genuine MAC */
     double deadline;            /* to authenticate; unused once admitted */
     char peer[CHORUS_SOCK_ADDR_MAX];
     uint8_t nc[CHORUS_BOOT_NONCE], ns[CHORUS_BOOT_NONCE];
     uint8_t *in;                /* header + CHORUS_BOOT_JOIN_MAX bytes until admitted */
     size_t in_len;
     uint32_t msg_len;           /* payload length from the header */
+    unsigned msg_type;          /* its type: JOIN or ABANDON where a JOIN is awaited */
     uint8_t out[CHORUS_BOOT_HEADER + CHORUS_BOOT_RESULT_HDR];
     size_t out_len, out_off;
     size_t blobs_off;           /* bytes of the blobs sent */
+    /* Once admitted: a QUERY being read, and the STATUS that answers it. */
+    uint8_t query[CHORUS_BOOT_HEADER + CHORUS_BOOT_QUERY_LEN];
+    size_t query_len;
+    int query_pending;
+    uint32_t query_seq;
+    uint8_t *status_msg;
+    size_t status_len, status_off;
 } store_conn_t;
+
+/* A refused peer's claim, failing the rendezvous if still unanswered after the grace. */
+typedef struct {
+    int64_t rank;
+    int authed;
+    chorus_status_t status;
+    double due;
+    char why[CHORUS_BOOT_ERROR_TEXT_MAX + 1];
+} store_refusal_t;
 
 struct chorus__store {
     pthread_t thread;
@@ -73,6 +102,7 @@ struct chorus__store {
     uint8_t *secret;
     size_t secret_len;
     double timeout_s, deadline, auth_timeout_s, accept_pause_until;
+    double started, grace_s;
     chorus_status_t status;
     uint8_t session_key[32];
 
@@ -80,9 +110,13 @@ struct chorus__store {
     size_t blob_len;
     uint8_t *blobs;             /* size * blob_len */
     store_conn_t **by_rank;
+    uint8_t *joined_set;        /* rank set of by_rank[r] != NULL, for STATUS */
+    uint8_t *left_set;          /* ranks that joined, then closed before the result */
     atomic_int joined;
     int complete;               /* every rank joined; results are going out */
-    int sending, send_failures;
+    int sending, send_failures, lingering;
+    store_refusal_t refusals[STORE_REFUSALS_MAX];
+    int nrefusals;
 
     store_conn_t **conns;
     size_t nconns, conns_cap;
@@ -101,14 +135,62 @@ static void store_conn_close(chorus__store_t *st, store_conn_t *c)
         st->unauth--;
     } else if (c->state == CONN_JOINED) {
         st->by_rank[c->rank] = NULL;
+        chorus__rank_set_put(st->joined_set, c->rank, 0);
+        chorus__rank_set_put(st->left_set, c->rank, 1);
         atomic_fetch_sub(&st->joined, 1);
     } else if (c->state == CONN_RESULT) {
         st->sending--;
         st->send_failures += !c->result_sent;
+    } else if (c->state == CONN_LINGER) {
+        st->lingering--;
     }
     c->state = CONN_CLOSED;
     free(c->in);
     c->in = NULL;
+    free(c->status_msg);
+    c->status_msg = NULL;
+}
+
+/*
+ * Reads and discards what the peer sent (a QUERY, most likely) before the
+ * socket is closed: closing with unread data would reset the connection and
+ * could destroy what is still queued for the peer.
+ */
+static void store_conn_discard_input(store_conn_t *c)
+{
+    uint8_t scrap[256];
+    size_t got;
+
+    for (int i = 0; i < 64; i++) {
+        if (chorus__sock_recv_some(c->fd, scrap, sizeof(scrap), &got) != CHORUS_OK ||
+            got == 0)
+            return;
+    }
+}
+
+/* A refusal's grace: a share of the timeout within fixed bounds (bootstrap.h). */
+static double store_grace(double timeout_s)
+{
+    return fmin(CHORUS_BOOT_GRACE_MAX, fmax(CHORUS_BOOT_GRACE_MIN,
+                                             timeout_s * CHORUS_BOOT_GRACE));
+}
+
+/* Holds a refused peer's claim until its grace ends (store_refusals_due decides then). */
+static void store_note_refusal(chorus__store_t *st, const store_conn_t *c,
+                               chorus_status_t status, const char *why)
+{
+    store_refusal_t *f;
+
+    /* Only a refused JOIN or ABANDON claims a place; an admitted rank that misbehaves does not. */
+    if (c->state != CONN_JOIN || c->claim_rank < 0 || st->complete ||
+        st->nrefusals == STORE_REFUSALS_MAX)
+        return;
+    f = &st->refusals[st->nrefusals++];
+    f->rank = c->claim_rank;
+    f->authed = c->claim_authed;
+    f->status = status;
+    f->due = chorus__now() + st->grace_s;
+    snprintf(f->why, sizeof(f->why), "%s", why);
 }
 
 /* Tells the peer why and drops it. One non-blocking send: the message is small. */
@@ -118,7 +200,16 @@ static void store_drop(chorus__store_t *st, store_conn_t *c, chorus_status_t sta
     uint8_t msg[CHORUS_BOOT_HEADER + CHORUS_BOOT_ERROR_MAX];
     size_t len = chorus__boot_error_encode(msg, status, text), sent;
 
+    /* A STATUS cut short would garble the ERROR; finish it first if the kernel takes it. */
+    if (c->status_off > 0 && c->status_off < c->status_len &&
+        (chorus__sock_send_some(c->fd, c->status_msg + c->status_off,
+                                c->status_len - c->status_off, &sent) != CHORUS_OK ||
+         c->status_off + sent < c->status_len)) {
+        store_conn_close(st, c);
+        return;
+    }
     (void)chorus__sock_send_some(c->fd, msg, len, &sent);
+    store_conn_discard_input(c);
     store_conn_close(st, c);
 }
 
@@ -135,7 +226,8 @@ static void store_refuse(chorus__store_t *st, store_conn_t *c, chorus_status_t s
     va_start(ap, fmt);
     vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
-    chorus_warn("bootstrap store %s: dropping %s: %s", st->addr, c->peer, text);
+    chorus_warn("bootstrap store %s: refusing %s: %s", st->addr, c->peer, text);
+    store_note_refusal(st, c, status, text);
     store_drop(st, c, status, text);
 }
 
@@ -163,6 +255,7 @@ static chorus_status_t store_add_conn(chorus__store_t *st, int fd, const char *p
     c->fd = fd;
     c->state = CONN_HELLO;
     c->rank = -1;
+    c->claim_rank = -1;
     c->deadline = chorus__now() + st->auth_timeout_s;
     snprintf(c->peer, sizeof(c->peer), "%s", peer);
     st->conns[st->nconns++] = c;
@@ -222,11 +315,18 @@ static chorus_status_t store_first_rank(chorus__store_t *st, uint32_t size, size
 {
     st->by_rank = calloc(size, sizeof(*st->by_rank));
     st->blobs = calloc(size, blob_len ? blob_len : 1);
-    if (st->by_rank == NULL || st->blobs == NULL) {
+    st->joined_set = calloc(chorus__rank_set_bytes((int)size), 1);
+    st->left_set = calloc(chorus__rank_set_bytes((int)size), 1);
+    if (st->by_rank == NULL || st->blobs == NULL || st->joined_set == NULL ||
+        st->left_set == NULL) {
         free(st->by_rank);
         free(st->blobs);
+        free(st->joined_set);
+        free(st->left_set);
         st->by_rank = NULL;
         st->blobs = NULL;
+        st->joined_set = NULL;
+        st->left_set = NULL;
         return CHORUS_ERR_NO_MEMORY;
     }
     st->size = (int)size;
@@ -241,6 +341,10 @@ static void store_admit(chorus__store_t *st, store_conn_t *c, const chorus__boot
     size_t blob_len = join->blob_len;
     char why[CHORUS_BOOT_WHY_MAX];
 
+    /* The MAC is genuine: whoever sent it holds the job secret. */
+    c->claim_rank = rank;
+    c->claim_size = size;
+    c->claim_authed = 1;
     if (chorus__boot_join_check(join, why, sizeof(why)) != CHORUS_OK) {
         store_refuse(st, c, CHORUS_ERR_INVALID_ARG, "%s", why);
         return;
@@ -271,6 +375,7 @@ static void store_admit(chorus__store_t *st, store_conn_t *c, const chorus__boot
 
     memcpy(st->blobs + (size_t)rank * blob_len, join->blob, blob_len);
     st->by_rank[rank] = c;
+    chorus__rank_set_put(st->joined_set, (int)rank, 1);
     c->rank = (int)rank;
     c->state = CONN_JOINED;
     st->unauth--;
@@ -289,8 +394,17 @@ static void store_on_join(chorus__store_t *st, store_conn_t *c)
 
     status = chorus__boot_join_decode(&keys, c->in + CHORUS_BOOT_HEADER, c->msg_len, &join);
     if (status == CHORUS_ERR_AUTH) {
-        store_refuse(st, c, CHORUS_ERR_AUTH,
-                     "authentication failed: the peer does not hold the job secret");
+        uint32_t rank, size;
+
+        /* Unauthenticated, the claim is still worth naming; its grace decides what it costs. */
+        if (chorus__boot_join_claim(c->in + CHORUS_BOOT_HEADER, c->msg_len, &rank, &size) ==
+            CHORUS_OK) {
+            c->claim_rank = rank;
+            c->claim_size = size;
+        }
+        store_refuse(st, c, CHORUS_ERR_AUTH, "rank %lld (of %lld): authentication failed: "
+                     "the peer does not hold the job secret", (long long)c->claim_rank,
+                     (long long)c->claim_size);
         return;
     }
     /* store_check_header bounded the length already; the decoder checks it again. */
@@ -299,6 +413,22 @@ static void store_on_join(chorus__store_t *st, store_conn_t *c)
         return;
     }
     store_admit(st, c, &join);
+}
+
+/* A client whose check of our CHALLENGE failed: its secret differs from ours. */
+static void store_on_abandon(chorus__store_t *st, store_conn_t *c)
+{
+    uint32_t rank, size;
+
+    if (chorus__boot_abandon_decode(c->in + CHORUS_BOOT_HEADER, c->msg_len, &rank, &size) !=
+        CHORUS_OK) {
+        store_refuse(st, c, CHORUS_ERR_PROTOCOL, "an ABANDON of %u bytes", c->msg_len);
+        return;
+    }
+    c->claim_rank = rank;
+    c->claim_size = size;
+    store_refuse(st, c, CHORUS_ERR_AUTH, "rank %u (of %u) could not verify the store's "
+                 "proof: its job secret differs from the store's", rank, size);
 }
 
 /* Validates a complete header against what this connection may send now. */
@@ -320,6 +450,7 @@ static int store_check_header(chorus__store_t *st, store_conn_t *c)
         return -1;
     }
     c->msg_len = hdr.len;
+    c->msg_type = hdr.type;
     return 0;
 }
 
@@ -347,19 +478,54 @@ static void store_conn_read(chorus__store_t *st, store_conn_t *c)
             continue;
         if (c->state == CONN_HELLO)
             store_on_hello(st, c);
+        else if (c->msg_type == CHORUS_BOOT_ABANDON)
+            store_on_abandon(st, c);
         else
             store_on_join(st, c);
     }
 }
 
-/* Sends what is queued: a challenge, or a RESULT prefix followed by the shared blobs. */
+/* Builds the STATUS that answers the connection's last QUERY: who has joined now. */
+static chorus_status_t store_status_prepare(chorus__store_t *st, store_conn_t *c)
+{
+    chorus__boot_keys_t keys = store_keys(st, c);
+    chorus__boot_status_t status = {
+        .seq = c->query_seq, .size = (uint32_t)st->size, .joined = st->joined_set,
+        .elapsed_ms = (uint32_t)fmin(4e9, (chorus__now() - st->started) * 1e3)};
+
+    if (c->status_msg == NULL) {
+        /* The size is fixed once a rank is admitted: one buffer serves every answer. */
+        c->status_msg = malloc(CHORUS_BOOT_HEADER + chorus__boot_status_len(status.size));
+        if (c->status_msg == NULL)
+            return CHORUS_ERR_NO_MEMORY;
+    }
+    c->status_len = chorus__boot_status_encode(c->status_msg, &keys, &status);
+    c->status_off = 0;
+    c->query_pending = 0;
+    return CHORUS_OK;
+}
+
+/*
+ * Sends what is queued: a challenge; a STATUS; or a RESULT prefix followed by
+ * the shared blobs. A STATUS begun is finished first, so messages never mix.
+ */
 static void store_conn_write(chorus__store_t *st, store_conn_t *c)
 {
     size_t total = (size_t)st->size * st->blob_len, sent;
 
+    if (c->state == CONN_RESULT && c->status_off == 0)
+        c->status_len = 0;      /* an answer not begun is moot: the result says more */
+    if (c->state == CONN_JOINED && c->query_pending && c->status_off == c->status_len &&
+        store_status_prepare(st, c) != CHORUS_OK) {
+        store_refuse(st, c, CHORUS_ERR_NO_MEMORY, "store cannot allocate a status message");
+        return;
+    }
     while (c->state != CONN_CLOSED) {
         chorus_status_t status;
-        if (c->out_off < c->out_len)
+        if (c->status_off < c->status_len)
+            status = chorus__sock_send_some(c->fd, c->status_msg + c->status_off,
+                                            c->status_len - c->status_off, &sent);
+        else if (c->out_off < c->out_len)
             status = chorus__sock_send_some(c->fd, c->out + c->out_off,
                                             c->out_len - c->out_off, &sent);
         else if (c->state == CONN_RESULT && c->blobs_off < total)
@@ -375,40 +541,105 @@ static void store_conn_write(chorus__store_t *st, store_conn_t *c)
         }
         if (sent == 0)
             return;
-        if (c->out_off < c->out_len)
+        if (c->status_off < c->status_len)
+            c->status_off += sent;
+        else if (c->out_off < c->out_len)
             c->out_off += sent;
         else
             c->blobs_off += sent;
     }
     if (c->state == CONN_RESULT) {
-        /* Everything is in the kernel's hands; closing still delivers it. */
+        /*
+         * Everything is in the kernel's hands. The client may have sent a
+         * QUERY meanwhile, and closing over unread data would reset the
+         * connection and drop the result; so shut the write side and close
+         * when the client does.
+         */
         c->result_sent = 1;
-        store_conn_close(st, c);
+        if (shutdown(c->fd, SHUT_WR) != 0) {
+            store_conn_close(st, c);
+            return;
+        }
+        st->sending--;
+        c->state = CONN_LINGER;
+        st->lingering++;
     }
 }
 
-/* An admitted rank must stay quiet; data or a close means it gave up or misbehaves. */
-static void store_conn_joined_event(chorus__store_t *st, store_conn_t *c)
+/* A lingering connection: discard what the client sends until it closes. */
+static void store_conn_linger_event(chorus__store_t *st, store_conn_t *c)
 {
-    uint8_t byte;
+    uint8_t scrap[256];
     size_t got;
 
-    if (chorus__sock_recv_some(c->fd, &byte, 1, &got) == CHORUS_OK && got == 0)
-        return;
-    if (got > 0) {
-        store_refuse(st, c, CHORUS_ERR_PROTOCOL,
-                     "rank %d sent data while waiting for the result", c->rank);
+    do {
+        if (chorus__sock_recv_some(c->fd, scrap, sizeof(scrap), &got) != CHORUS_OK) {
+            store_conn_close(st, c);
+            return;
+        }
+    } while (got > 0);
+}
+
+/* An admitted rank's QUERY, complete in c->query: authenticate it and queue the answer. */
+static void store_on_query(chorus__store_t *st, store_conn_t *c)
+{
+    chorus__boot_keys_t keys = store_keys(st, c);
+    char why[CHORUS_BOOT_WHY_MAX];
+    chorus__boot_hdr_t hdr;
+    uint32_t seq;
+
+    if (chorus__boot_header_decode(c->query, CHORUS_BOOT_HEADER, &hdr, why, sizeof(why)) !=
+        CHORUS_OK || chorus__boot_store_expect(&hdr, CHORUS_BOOT_QUERY) != CHORUS_OK) {
+        store_refuse(st, c, CHORUS_ERR_PROTOCOL, "rank %d sent something other than a "
+                     "status query while waiting for the result", c->rank);
         return;
     }
-    chorus_warn("bootstrap store %s: rank %d (%s) left before the rendezvous completed; "
-                "its rank is free again", st->addr, c->rank, c->peer);
-    store_conn_close(st, c);
+    if (chorus__boot_query_decode(&keys, c->query + CHORUS_BOOT_HEADER, CHORUS_BOOT_QUERY_LEN,
+                                  &seq) != CHORUS_OK) {
+        store_refuse(st, c, CHORUS_ERR_AUTH, "rank %d sent a status query that fails its "
+                     "authentication check", c->rank);
+        return;
+    }
+    c->query_seq = seq;
+    c->query_pending = 1;
+    c->query_len = 0;
+}
+
+/*
+ * An admitted rank may only ask who has joined (QUERY); anything else, or a
+ * close, means it gave up or misbehaves.
+ */
+static void store_conn_joined_event(chorus__store_t *st, store_conn_t *c)
+{
+    while (c->state == CONN_JOINED) {
+        size_t got;
+
+        if (chorus__sock_recv_some(c->fd, c->query + c->query_len,
+                                   sizeof(c->query) - c->query_len, &got) != CHORUS_OK) {
+            chorus_warn("bootstrap store %s: rank %d (%s) left before the rendezvous "
+                        "completed; its rank is free again", st->addr, c->rank, c->peer);
+            store_conn_close(st, c);
+            return;
+        }
+        if (got == 0)
+            break;
+        c->query_len += got;
+        if (c->query_len == sizeof(c->query))
+            store_on_query(st, c);
+    }
+    /* Also the rest of an answer the socket did not take at once. */
+    if (c->state == CONN_JOINED && (c->query_pending || c->status_off < c->status_len))
+        store_conn_write(st, c);
 }
 
 static void store_conn_event(chorus__store_t *st, store_conn_t *c, short revents)
 {
     if (c->state == CONN_JOINED) {
         store_conn_joined_event(st, c);
+        return;
+    }
+    if (c->state == CONN_LINGER) {
+        store_conn_linger_event(st, c);
         return;
     }
     if ((revents & (POLLIN | POLLERR | POLLHUP)) &&
@@ -482,7 +713,8 @@ static int store_prepare_poll(chorus__store_t *st, double now)
     for (size_t i = 0; i < st->nconns; i++) {
         store_conn_t *c = st->conns[i];
         short events = c->state == CONN_RESULT ? 0 : POLLIN;
-        if (c->out_off < c->out_len || c->state == CONN_RESULT)
+        if (c->out_off < c->out_len || c->state == CONN_RESULT ||
+            c->status_off < c->status_len || c->query_pending)
             events |= POLLOUT;
         st->pfds[i + 1].fd = c->fd;
         st->pfds[i + 1].events = events;
@@ -490,14 +722,87 @@ static int store_prepare_poll(chorus__store_t *st, double now)
         if (c->state == CONN_HELLO || c->state == CONN_JOIN)
             next = fmin(next, c->deadline);
     }
+    for (int i = 0; i < st->nrefusals; i++)
+        next = fmin(next, st->refusals[i].due);
     st->pfds[0].revents = 0;
     return chorus__ms_left(next);
 }
 
+/* Sends every admitted rank an ERROR with the text; the store's own log says it once. */
+static void store_fail_all(chorus__store_t *st, chorus_status_t status, const char *text)
+{
+    for (int r = 0; r < st->size; r++) {
+        if (st->by_rank[r] != NULL)
+            store_drop(st, st->by_rank[r], status, text);
+    }
+}
+
+/*
+ * Ranks that never joined, as "2, 5-7"; ranks that joined and then left (and
+ * have not come back) are named apart, since they did join.
+ */
+static void store_missing_text(const chorus__store_t *st, char *buf, size_t len)
+{
+    size_t bytes = chorus__rank_set_bytes(st->size), off;
+    uint8_t *seen = malloc(bytes), *gone = malloc(bytes);
+
+    if (seen == NULL || gone == NULL) {
+        chorus__rank_set_format(st->joined_set, st->size, 0, buf, len);
+        goto out;
+    }
+    for (size_t i = 0; i < bytes; i++) {
+        seen[i] = st->joined_set[i] | st->left_set[i];
+        gone[i] = (uint8_t)(st->left_set[i] & ~st->joined_set[i]);
+    }
+    chorus__rank_set_format(seen, st->size, 0, buf, len);
+    off = strlen(buf);
+    if (chorus__rank_set_count(gone, st->size, 1) == 0 || off + 64 > len)
+        goto out;
+    off += (size_t)snprintf(buf + off, len - off, " (joined, then left: ");
+    chorus__rank_set_format(gone, st->size, 1, buf + off, len - off - 1);
+    strcat(buf + off, ")");
+out:
+    free(seen);
+    free(gone);
+}
+
+/*
+ * Refusals whose grace has ended: the first that the rendezvous still suffers
+ * from (bootstrap.h, "refused peers") stops it; the others are forgotten.
+ */
+static chorus_status_t store_refusals_due(chorus__store_t *st, double now)
+{
+    int kept = 0;
+
+    for (int i = 0; i < st->nrefusals; i++) {
+        store_refusal_t *f = &st->refusals[i];
+        /* Longer than an ERROR carries: chorus__boot_error_encode cuts it. */
+        char missing[96], text[2 * CHORUS_BOOT_ERROR_TEXT_MAX];
+        int hurts;
+
+        if (now < f->due) {
+            st->refusals[kept++] = *f;
+            continue;
+        }
+        hurts = !st->complete && st->size > 0 &&
+                (f->authed || (f->rank < st->size && st->by_rank[f->rank] == NULL));
+        if (!hurts)
+            continue;
+        store_missing_text(st, missing, sizeof(missing));
+        chorus_error("bootstrap store %s: stopping the rendezvous: %s; %.1f s later ranks "
+                     "%s have still not joined", st->addr, f->why, st->grace_s, missing);
+        snprintf(text, sizeof(text), "rendezvous stopped: %s; not joined after %.1f s: "
+                 "ranks %s", f->why, st->grace_s, missing);
+        store_fail_all(st, f->status, text);
+        return f->status;
+    }
+    st->nrefusals = kept;
+    return CHORUS_OK;
+}
+
 static chorus_status_t store_timeout(chorus__store_t *st)
 {
-    char missing[128] = "", text[CHORUS_BOOT_ERROR_TEXT_MAX + 1];
-    size_t off = 0;
+    char missing[96], text[2 * CHORUS_BOOT_ERROR_TEXT_MAX];
     int joined = atomic_load(&st->joined);
 
     if (st->complete) {
@@ -510,20 +815,14 @@ static chorus_status_t store_timeout(chorus__store_t *st)
                      st->timeout_s);
         return CHORUS_ERR_TIMEOUT;
     }
-    for (int r = 0; r < st->size && off + 12 < sizeof(missing); r++) {
-        if (st->by_rank[r] == NULL)
-            off += (size_t)snprintf(missing + off, sizeof(missing) - off, " %d", r);
-    }
-    chorus_error("bootstrap store %s: timed out after %.1f s with %d of %d ranks joined%s%s",
-                 st->addr, st->timeout_s, joined, st->size, off ? "; missing ranks:" : "",
+    store_missing_text(st, missing, sizeof(missing));
+    chorus_error("bootstrap store %s: timed out after %.1f s with %d of %d ranks joined; "
+                 "never joined: ranks %s", st->addr, st->timeout_s, joined, st->size,
                  missing);
     /* Tell the ranks that came why; the summary above is the one log line. */
     snprintf(text, sizeof(text), "rendezvous timed out after %.1f s with %d of %d ranks "
-             "joined", st->timeout_s, joined, st->size);
-    for (int r = 0; r < st->size; r++) {
-        if (st->by_rank[r] != NULL)
-            store_drop(st, st->by_rank[r], CHORUS_ERR_TIMEOUT, text);
-    }
+             "joined; never joined: ranks %s", st->timeout_s, joined, st->size, missing);
+    store_fail_all(st, CHORUS_ERR_TIMEOUT, text);
     return CHORUS_ERR_TIMEOUT;
 }
 
@@ -532,12 +831,17 @@ static chorus_status_t store_run(chorus__store_t *st)
     for (;;) {
         double now = chorus__now();
         size_t npolled = st->nconns;
+        chorus_status_t status;
         int ms;
 
-        if (st->complete && st->sending == 0)
+        /* Lingering clients are waited for while time remains; they close once they have read. */
+        if (st->complete && st->sending == 0 && (st->lingering == 0 || now >= st->deadline))
             return st->send_failures ? CHORUS_ERR_PEER_FAILED : CHORUS_OK;
         if (now >= st->deadline)
             return store_timeout(st);
+        status = store_refusals_due(st, now);
+        if (status != CHORUS_OK)
+            return status;
         if (st->pfds_cap < st->nconns + 1) {
             struct pollfd *pfds = realloc(st->pfds, 2 * (st->nconns + 1) * sizeof(*pfds));
             if (pfds == NULL) {
@@ -579,6 +883,8 @@ static void store_free(chorus__store_t *st)
     free(st->pfds);
     free(st->by_rank);
     free(st->blobs);
+    free(st->joined_set);
+    free(st->left_set);
     if (st->secret != NULL)
         explicit_bzero(st->secret, st->secret_len);
     explicit_bzero(st->session_key, sizeof(st->session_key));
@@ -658,6 +964,7 @@ static chorus_status_t store_create(const char *addr, const char *secret, size_t
     st->detached = detached;
     st->timeout_s = timeout_s;
     st->auth_timeout_s = store_auth_timeout(timeout_s);
+    st->grace_s = store_grace(timeout_s);
     atomic_init(&st->joined, 0);
     status = chorus__random_bytes(st->session_key, sizeof(st->session_key));
     if (status != CHORUS_OK)
@@ -697,7 +1004,8 @@ chorus_status_t chorus__store_start(const char *addr, const char *secret, size_t
         status = CHORUS_ERR_INVALID_ARG;
         goto err_free;
     }
-    st->deadline = chorus__now() + timeout_s;
+    st->started = chorus__now();
+    st->deadline = st->started + timeout_s;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, detached ? PTHREAD_CREATE_DETACHED
                                                 : PTHREAD_CREATE_JOINABLE);
@@ -745,245 +1053,4 @@ chorus_status_t chorus__store_join(chorus__store_t *store)
 int chorus__store_joined(chorus__store_t *store)
 {
     return atomic_load(&store->joined);
-}
-
-/* ---- Client ------------------------------------------------------------------------ */
-
-typedef struct {
-    const char *addr;
-    const uint8_t *secret;
-    size_t secret_len;
-    int fd, rank, size;
-    double timeout_s, deadline;
-    uint8_t nc[CHORUS_BOOT_NONCE], ns[CHORUS_BOOT_NONCE];
-} boot_client_t;
-
-static chorus__boot_keys_t client_keys(const boot_client_t *cl)
-{
-    return (chorus__boot_keys_t){.secret = cl->secret, .secret_len = cl->secret_len,
-                                 .nc = cl->nc, .ns = cl->ns};
-}
-
-/* Names the step that failed when the transfer timed out or the store went away. */
-static chorus_status_t client_io_fail(const boot_client_t *cl, chorus_status_t status,
-                                      const char *step)
-{
-    if (status == CHORUS_ERR_TIMEOUT)
-        chorus_error("rank %d: timed out after %.1f s %s the bootstrap store at %s", cl->rank,
-                     cl->timeout_s, step, cl->addr);
-    else if (status == CHORUS_ERR_PEER_FAILED)
-        chorus_error("rank %d: the bootstrap store at %s closed the connection while %s it",
-                     cl->rank, cl->addr, step);
-    return status;
-}
-
-/* Reads an ERROR payload and returns the status it carries, logging its text. */
-static chorus_status_t client_read_error(const boot_client_t *cl, uint32_t len)
-{
-    uint8_t msg[CHORUS_BOOT_ERROR_MAX];
-    char text[CHORUS_BOOT_ERROR_TEXT_MAX + 1];
-    chorus_status_t status, carried;
-
-    if (!chorus__boot_error_len_ok(len)) {
-        chorus_error("rank %d: the bootstrap store at %s sent an error message of %u bytes",
-                     cl->rank, cl->addr, len);
-        return CHORUS_ERR_PROTOCOL;
-    }
-    status = chorus__sock_read_full(cl->fd, msg, len, cl->deadline);
-    if (status != CHORUS_OK)
-        return client_io_fail(cl, status, "reading an error from");
-    status = chorus__boot_error_decode(msg, len, &carried, text);
-    if (status != CHORUS_OK)
-        return status;
-    chorus_error("rank %d: the bootstrap store at %s reports: %s", cl->rank, cl->addr, text);
-    return carried;
-}
-
-/* Reads a header that must announce `type` with a payload of exactly `len` bytes. */
-static chorus_status_t client_read_header(const boot_client_t *cl, unsigned want_type,
-                                          uint64_t want_len, const char *step)
-{
-    uint8_t raw[CHORUS_BOOT_HEADER];
-    char why[CHORUS_BOOT_WHY_MAX];
-    chorus__boot_hdr_t hdr;
-    chorus_status_t status;
-
-    status = chorus__sock_read_full(cl->fd, raw, sizeof(raw), cl->deadline);
-    if (status != CHORUS_OK)
-        return client_io_fail(cl, status, step);
-    if (chorus__boot_header_decode(raw, sizeof(raw), &hdr, why, sizeof(why)) != CHORUS_OK) {
-        chorus_error("rank %d: the bootstrap store at %s sent %s", cl->rank, cl->addr, why);
-        return CHORUS_ERR_PROTOCOL;
-    }
-    if (hdr.type == CHORUS_BOOT_ERROR)
-        return client_read_error(cl, hdr.len);
-    if (chorus__boot_client_expect(&hdr, want_type, want_len) != CHORUS_OK) {
-        chorus_error("rank %d: the bootstrap store at %s sent message type %u of %u bytes "
-                     "while rank %d expected type %u of %llu bytes", cl->rank, cl->addr,
-                     hdr.type, hdr.len, cl->rank, want_type, (unsigned long long)want_len);
-        return CHORUS_ERR_PROTOCOL;
-    }
-    return CHORUS_OK;
-}
-
-/* HELLO and CHALLENGE: afterwards both nonces are known and the store proved the secret. */
-static chorus_status_t client_handshake(boot_client_t *cl)
-{
-    uint8_t msg[CHORUS_BOOT_HEADER + CHORUS_BOOT_CHAL_LEN];
-    chorus__boot_keys_t keys = client_keys(cl);
-    chorus_status_t status;
-    size_t len;
-
-    status = chorus__random_bytes(cl->nc, sizeof(cl->nc));
-    if (status != CHORUS_OK)
-        return status;
-    len = chorus__boot_hello_encode(msg, cl->nc);
-    status = chorus__sock_write_full(cl->fd, msg, len, cl->deadline);
-    if (status != CHORUS_OK)
-        return client_io_fail(cl, status, "greeting");
-    status = client_read_header(cl, CHORUS_BOOT_CHALLENGE, CHORUS_BOOT_CHAL_LEN, "waiting for");
-    if (status != CHORUS_OK)
-        return status;
-    status = chorus__sock_read_full(cl->fd, msg, CHORUS_BOOT_CHAL_LEN, cl->deadline);
-    if (status != CHORUS_OK)
-        return client_io_fail(cl, status, "reading the challenge from");
-    status = chorus__boot_challenge_decode(&keys, msg, CHORUS_BOOT_CHAL_LEN, cl->ns);
-    if (status == CHORUS_ERR_AUTH)
-        chorus_error("rank %d: the bootstrap store at %s failed to prove it holds the job "
-                     "secret (do the ranks' secrets differ?)", cl->rank, cl->addr);
-    return status;
-}
-
-static chorus_status_t client_join(boot_client_t *cl, const void *blob, size_t blob_len)
-{
-    uint8_t msg[CHORUS_BOOT_HEADER + CHORUS_BOOT_JOIN_MAX];
-    chorus__boot_keys_t keys = client_keys(cl);
-    chorus_status_t status;
-    size_t len;
-
-    /* client_check_args bounded blob_len, so the encoder does not refuse it. */
-    len = chorus__boot_join_encode(msg, &keys, (uint32_t)cl->rank, (uint32_t)cl->size, blob,
-                                   blob_len);
-    if (len == 0)
-        return CHORUS_ERR_INVALID_ARG;
-    status = chorus__sock_write_full(cl->fd, msg, len, cl->deadline);
-    return status == CHORUS_OK ? CHORUS_OK : client_io_fail(cl, status, "joining");
-}
-
-static chorus_status_t client_result(boot_client_t *cl, const void *blob, size_t blob_len,
-                                     void *all_blobs, uint8_t session_key[32])
-{
-    size_t total = (size_t)cl->size * blob_len;
-    uint8_t head[CHORUS_BOOT_RESULT_HDR], digest[32];
-    chorus__boot_keys_t keys = client_keys(cl);
-    chorus_status_t status;
-
-    status = client_read_header(cl, CHORUS_BOOT_RESULT, CHORUS_BOOT_RESULT_HDR + (uint64_t)total,
-                                "waiting for the other ranks at");
-    if (status != CHORUS_OK)
-        return status;
-    status = chorus__sock_read_full(cl->fd, head, sizeof(head), cl->deadline);
-    if (status == CHORUS_OK)
-        status = chorus__sock_read_full(cl->fd, all_blobs, total, cl->deadline);
-    if (status != CHORUS_OK)
-        return client_io_fail(cl, status, "reading the result from");
-    chorus__sha256(all_blobs, total, digest);
-    /* session_key is the exchange's own copy; its caller publishes it only on success. */
-    status = chorus__boot_result_decode(&keys, head, sizeof(head), digest, session_key);
-    if (status != CHORUS_OK) {
-        chorus_error("rank %d: the result from the bootstrap store at %s fails its "
-                     "authentication check", cl->rank, cl->addr);
-        return status;
-    }
-    if (blob_len > 0 &&
-        memcmp((uint8_t *)all_blobs + (size_t)cl->rank * blob_len, blob, blob_len) != 0) {
-        chorus_error("rank %d: the bootstrap store at %s returned another address for rank "
-                     "%d", cl->rank, cl->addr, cl->rank);
-        return CHORUS_ERR_PROTOCOL;
-    }
-    return CHORUS_OK;
-}
-
-static chorus_status_t client_check_args(const char *addr, const char *secret,
-                                         size_t secret_len, int rank, int size,
-                                         double timeout_s, const void *blob, size_t blob_len,
-                                         const void *all_blobs, const uint8_t *session_key)
-{
-    if (addr == NULL || session_key == NULL ||
-        (blob_len > 0 && (blob == NULL || all_blobs == NULL))) {
-        chorus_error("rank %d: bootstrap exchange needs addr, blob, all_blobs and "
-                     "session_key", rank);
-        return CHORUS_ERR_INVALID_ARG;
-    }
-    if (secret == NULL || secret_len == 0) {
-        chorus_error("rank %d: the job secret is empty", rank);
-        return CHORUS_ERR_INVALID_ARG;
-    }
-    if (size < 1 || size > CHORUS_BOOT_SIZE_MAX) {
-        chorus_error("rank %d: size %d is out of range 1..%d", rank, size,
-                     CHORUS_BOOT_SIZE_MAX);
-        return CHORUS_ERR_INVALID_ARG;
-    }
-    if (rank < 0 || rank >= size) {
-        chorus_error("rank %d is out of range for size %d", rank, size);
-        return CHORUS_ERR_INVALID_ARG;
-    }
-    if (blob_len > CHORUS_BOOT_BLOB_MAX ||
-        (uint64_t)size * blob_len > CHORUS_BOOT_TOTAL_MAX) {
-        chorus_error("rank %d: address blob of %zu bytes for size %d exceeds %d bytes, or "
-                     "%u bytes in all", rank, blob_len, size, CHORUS_BOOT_BLOB_MAX,
-                     CHORUS_BOOT_TOTAL_MAX);
-        return CHORUS_ERR_INVALID_ARG;
-    }
-    if (!(timeout_s > 0) || !isfinite(timeout_s)) {
-        chorus_error("rank %d: timeout %g s is not a positive number", rank, timeout_s);
-        return CHORUS_ERR_INVALID_ARG;
-    }
-    return CHORUS_OK;
-}
-
-chorus_status_t chorus__bootstrap_exchange(const char *addr, const char *secret,
-                                           size_t secret_len, int rank, int size,
-                                           double timeout_s, const void *blob,
-                                           size_t blob_len, void *all_blobs,
-                                           uint8_t session_key[32], char *local_host,
-                                           size_t local_host_len)
-{
-    boot_client_t cl = {.addr = addr, .secret = (const uint8_t *)secret,
-                        .secret_len = secret_len, .fd = -1, .rank = rank, .size = size,
-                        .timeout_s = timeout_s};
-    char host[CHORUS_SOCK_HOST_MAX];
-    uint8_t key[32];
-    chorus_status_t status;
-
-    chorus__log_init();
-    status = client_check_args(addr, secret, secret_len, rank, size, timeout_s, blob, blob_len,
-                               all_blobs, session_key);
-    if (status != CHORUS_OK)
-        return status;
-    cl.deadline = chorus__now() + timeout_s;
-    status = chorus__sock_connect(addr, cl.deadline, &cl.fd);
-    if (status != CHORUS_OK)
-        return client_io_fail(&cl, status, "connecting to");
-    status = chorus__sock_local_host(cl.fd, host, sizeof(host));
-    if (status == CHORUS_OK && local_host != NULL && strlen(host) >= local_host_len) {
-        chorus_error("rank %d: local_host of %zu bytes cannot hold '%s'", rank, local_host_len,
-                     host);
-        status = CHORUS_ERR_INVALID_ARG;
-    }
-    if (status == CHORUS_OK)
-        status = client_handshake(&cl);
-    if (status == CHORUS_OK)
-        status = client_join(&cl, blob, blob_len);
-    if (status == CHORUS_OK)
-        status = client_result(&cl, blob, blob_len, all_blobs, key);
-    close(cl.fd);
-    if (status != CHORUS_OK)
-        return status;
-    memcpy(session_key, key, sizeof(key));
-    explicit_bzero(key, sizeof(key));
-    if (local_host != NULL)
-        strcpy(local_host, host);
-    chorus_debug("rank %d: bootstrap with %d ranks at %s done", rank, size, addr);
-    return CHORUS_OK;
 }

@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "util/rank_set.h"
+
 #define BOOT_LABEL_MAX 32
 
 /* HMAC(secret, label Nc Ns extra); extra_len is at most 8 + CHORUS_BOOT_BLOB_MAX. */
@@ -98,6 +100,12 @@ chorus_status_t chorus__boot_store_expect(const chorus__boot_hdr_t *hdr, unsigne
         return CHORUS_OK;
     if (want_type == CHORUS_BOOT_JOIN && hdr->type == CHORUS_BOOT_JOIN &&
         hdr->len >= CHORUS_BOOT_JOIN_MIN && hdr->len <= CHORUS_BOOT_JOIN_MAX)
+        return CHORUS_OK;
+    if (want_type == CHORUS_BOOT_JOIN && hdr->type == CHORUS_BOOT_ABANDON &&
+        hdr->len == CHORUS_BOOT_ABANDON_LEN)
+        return CHORUS_OK;
+    if (want_type == CHORUS_BOOT_QUERY && hdr->type == CHORUS_BOOT_QUERY &&
+        hdr->len == CHORUS_BOOT_QUERY_LEN)
         return CHORUS_OK;
     return CHORUS_ERR_PROTOCOL;
 }
@@ -211,6 +219,116 @@ chorus_status_t chorus__boot_join_check(const chorus__boot_join_t *join, char *w
                  join->size, join->blob_len, CHORUS_BOOT_TOTAL_MAX);
         return CHORUS_ERR_INVALID_ARG;
     }
+    return CHORUS_OK;
+}
+
+chorus_status_t chorus__boot_join_claim(const uint8_t *payload, size_t len, uint32_t *rank_p,
+                                        uint32_t *size_p)
+{
+    if (len < CHORUS_BOOT_JOIN_MIN || len > CHORUS_BOOT_JOIN_MAX)
+        return CHORUS_ERR_PROTOCOL;
+    *rank_p = chorus__boot_get_u32(payload + CHORUS_BOOT_MAC);
+    *size_p = chorus__boot_get_u32(payload + CHORUS_BOOT_MAC + 4);
+    return CHORUS_OK;
+}
+
+/* ---- ABANDON, QUERY and STATUS ---------------------------------------------------- */
+
+size_t chorus__boot_abandon_encode(uint8_t out[CHORUS_BOOT_HEADER + CHORUS_BOOT_ABANDON_LEN],
+                                   uint32_t rank, uint32_t size)
+{
+    chorus__boot_header_encode(out, CHORUS_BOOT_ABANDON, CHORUS_BOOT_ABANDON_LEN);
+    chorus__boot_put_u32(out + CHORUS_BOOT_HEADER, rank);
+    chorus__boot_put_u32(out + CHORUS_BOOT_HEADER + 4, size);
+    return CHORUS_BOOT_HEADER + CHORUS_BOOT_ABANDON_LEN;
+}
+
+chorus_status_t chorus__boot_abandon_decode(const uint8_t *payload, size_t len,
+                                            uint32_t *rank_p, uint32_t *size_p)
+{
+    if (len != CHORUS_BOOT_ABANDON_LEN)
+        return CHORUS_ERR_PROTOCOL;
+    *rank_p = chorus__boot_get_u32(payload);
+    *size_p = chorus__boot_get_u32(payload + 4);
+    return CHORUS_OK;
+}
+
+size_t chorus__boot_query_encode(uint8_t out[CHORUS_BOOT_HEADER + CHORUS_BOOT_QUERY_LEN],
+                                 const chorus__boot_keys_t *keys, uint32_t seq)
+{
+    uint8_t *body = out + CHORUS_BOOT_HEADER;
+
+    chorus__boot_header_encode(out, CHORUS_BOOT_QUERY, CHORUS_BOOT_QUERY_LEN);
+    chorus__boot_put_u32(body + CHORUS_BOOT_MAC, seq);
+    boot_mac(keys, CHORUS_BOOT_LABEL_QUERY, body + CHORUS_BOOT_MAC, 4, body);
+    return CHORUS_BOOT_HEADER + CHORUS_BOOT_QUERY_LEN;
+}
+
+chorus_status_t chorus__boot_query_decode(const chorus__boot_keys_t *keys,
+                                          const uint8_t *payload, size_t len, uint32_t *seq_p)
+{
+    uint8_t expect[CHORUS_BOOT_MAC];
+
+    if (len != CHORUS_BOOT_QUERY_LEN)
+        return CHORUS_ERR_PROTOCOL;
+    boot_mac(keys, CHORUS_BOOT_LABEL_QUERY, payload + CHORUS_BOOT_MAC, 4, expect);
+    if (!chorus__mac_equal(expect, payload, CHORUS_BOOT_MAC))
+        return CHORUS_ERR_AUTH;
+    *seq_p = chorus__boot_get_u32(payload + CHORUS_BOOT_MAC);
+    return CHORUS_OK;
+}
+
+size_t chorus__boot_status_len(uint32_t size)
+{
+    return CHORUS_BOOT_STATUS_HDR + chorus__rank_set_bytes((int)size);
+}
+
+/* MAC of a STATUS: its fixed fields and the digest of its bitmap (which may be large). */
+static void boot_status_mac(const chorus__boot_keys_t *keys, const uint8_t fields[12],
+                            const uint8_t *joined, size_t joined_len,
+                            uint8_t out[CHORUS_BOOT_MAC])
+{
+    uint8_t extra[12 + CHORUS_SHA256_BYTES];
+
+    memcpy(extra, fields, 12);
+    chorus__sha256(joined, joined_len, extra + 12);
+    boot_mac(keys, CHORUS_BOOT_LABEL_STATUS, extra, sizeof(extra), out);
+}
+
+size_t chorus__boot_status_encode(uint8_t *out, const chorus__boot_keys_t *keys,
+                                  const chorus__boot_status_t *status)
+{
+    size_t len = chorus__boot_status_len(status->size);
+    size_t bitmap_len = len - CHORUS_BOOT_STATUS_HDR;
+    uint8_t *body = out + CHORUS_BOOT_HEADER, *fields = body + CHORUS_BOOT_MAC;
+
+    chorus__boot_header_encode(out, CHORUS_BOOT_STATUS, (uint32_t)len);
+    chorus__boot_put_u32(fields, status->seq);
+    chorus__boot_put_u32(fields + 4, status->size);
+    chorus__boot_put_u32(fields + 8, status->elapsed_ms);
+    memcpy(fields + 12, status->joined, bitmap_len);
+    boot_status_mac(keys, fields, fields + 12, bitmap_len, body);
+    return CHORUS_BOOT_HEADER + len;
+}
+
+chorus_status_t chorus__boot_status_decode(const chorus__boot_keys_t *keys,
+                                           const uint8_t *payload, size_t len,
+                                           uint32_t want_size, chorus__boot_status_t *status_p)
+{
+    const uint8_t *fields = payload + CHORUS_BOOT_MAC;
+    uint8_t expect[CHORUS_BOOT_MAC];
+
+    if (want_size == 0 || want_size > CHORUS_BOOT_SIZE_MAX ||
+        len != chorus__boot_status_len(want_size) ||
+        chorus__boot_get_u32(fields + 4) != want_size)
+        return CHORUS_ERR_PROTOCOL;
+    boot_status_mac(keys, fields, fields + 12, len - CHORUS_BOOT_STATUS_HDR, expect);
+    if (!chorus__mac_equal(expect, payload, CHORUS_BOOT_MAC))
+        return CHORUS_ERR_AUTH;
+    status_p->seq = chorus__boot_get_u32(fields);
+    status_p->size = want_size;
+    status_p->elapsed_ms = chorus__boot_get_u32(fields + 8);
+    status_p->joined = fields + 12;
     return CHORUS_OK;
 }
 

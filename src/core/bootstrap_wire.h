@@ -37,6 +37,10 @@ static inline uint32_t chorus__boot_get_u32(const uint8_t *p)
 #define CHORUS_BOOT_JOIN_MAX   (CHORUS_BOOT_JOIN_MIN + CHORUS_BOOT_BLOB_MAX)
 /* The wrapped key and MAC of a RESULT, before the blobs. */
 #define CHORUS_BOOT_RESULT_HDR (CHORUS_BOOT_KEY + CHORUS_BOOT_MAC)
+#define CHORUS_BOOT_ABANDON_LEN 8
+#define CHORUS_BOOT_QUERY_LEN  (CHORUS_BOOT_MAC + 4)
+/* The MAC and fixed fields of a STATUS, before its bitmap of joined ranks. */
+#define CHORUS_BOOT_STATUS_HDR (CHORUS_BOOT_MAC + 12)
 #define CHORUS_BOOT_ERROR_MIN  4
 #define CHORUS_BOOT_ERROR_MAX  (4 + CHORUS_BOOT_ERROR_TEXT_MAX)
 /* Room for the reason a decoder gives when it refuses a message. */
@@ -54,6 +58,14 @@ typedef struct {
     const uint8_t *blob;
     size_t blob_len;
 } chorus__boot_join_t;
+
+/* A STATUS whose MAC is genuine; joined points into the decoded payload. */
+typedef struct {
+    uint32_t seq;
+    uint32_t size;
+    uint32_t elapsed_ms;        /* since the store started */
+    const uint8_t *joined;      /* util/rank_set.h bitmap of size ranks */
+} chorus__boot_status_t;
 
 /* The secret and both nonces of one connection: the inputs of every MAC. */
 typedef struct {
@@ -75,7 +87,10 @@ void chorus__boot_header_encode(uint8_t out[CHORUS_BOOT_HEADER], unsigned type, 
 chorus_status_t chorus__boot_header_decode(const uint8_t *buf, size_t len,
                                            chorus__boot_hdr_t *hdr_p, char *why, size_t why_len);
 
-/* Store: may a connection waiting for want_type (HELLO or JOIN) read this payload? */
+/*
+ * Store: may a connection waiting for want_type (HELLO, JOIN or QUERY) read
+ * this payload? Where a JOIN is awaited, an ABANDON is accepted too.
+ */
 chorus_status_t chorus__boot_store_expect(const chorus__boot_hdr_t *hdr, unsigned want_type);
 
 /* Client: is this exactly the awaited message? (ERROR is the caller's to handle first.) */
@@ -116,6 +131,45 @@ chorus_status_t chorus__boot_join_decode(const chorus__boot_keys_t *keys,
  */
 chorus_status_t chorus__boot_join_check(const chorus__boot_join_t *join, char *why,
                                         size_t why_len);
+
+/*
+ * The rank and size a JOIN claims, read without its MAC: what the store names
+ * when it refuses a JOIN that fails to authenticate. CHORUS_ERR_PROTOCOL when
+ * len is out of range.
+ */
+chorus_status_t chorus__boot_join_claim(const uint8_t *payload, size_t len, uint32_t *rank_p,
+                                        uint32_t *size_p);
+
+/* ---- ABANDON, QUERY and STATUS (version 2) --------------------------------------- */
+
+size_t chorus__boot_abandon_encode(uint8_t out[CHORUS_BOOT_HEADER + CHORUS_BOOT_ABANDON_LEN],
+                                   uint32_t rank, uint32_t size);
+/* CHORUS_ERR_PROTOCOL when len is not CHORUS_BOOT_ABANDON_LEN. */
+chorus_status_t chorus__boot_abandon_decode(const uint8_t *payload, size_t len,
+                                            uint32_t *rank_p, uint32_t *size_p);
+
+size_t chorus__boot_query_encode(uint8_t out[CHORUS_BOOT_HEADER + CHORUS_BOOT_QUERY_LEN],
+                                 const chorus__boot_keys_t *keys, uint32_t seq);
+/* CHORUS_ERR_PROTOCOL (length) or CHORUS_ERR_AUTH (MAC). */
+chorus_status_t chorus__boot_query_decode(const chorus__boot_keys_t *keys,
+                                          const uint8_t *payload, size_t len, uint32_t *seq_p);
+
+/* Payload bytes of a STATUS for size ranks (size at most CHORUS_BOOT_SIZE_MAX). */
+size_t chorus__boot_status_len(uint32_t size);
+/*
+ * A whole STATUS, header included, into out (room for CHORUS_BOOT_HEADER +
+ * chorus__boot_status_len(status->size) bytes); returns the bytes written.
+ */
+size_t chorus__boot_status_encode(uint8_t *out, const chorus__boot_keys_t *keys,
+                                  const chorus__boot_status_t *status);
+/*
+ * Client: a STATUS for exactly want_size ranks. CHORUS_ERR_PROTOCOL (length or
+ * size) or CHORUS_ERR_AUTH (MAC); on success the fields, joined pointing into
+ * payload.
+ */
+chorus_status_t chorus__boot_status_decode(const chorus__boot_keys_t *keys,
+                                           const uint8_t *payload, size_t len,
+                                           uint32_t want_size, chorus__boot_status_t *status_p);
 
 /*
  * The RESULT's header and prefix (the session key wrapped for this connection

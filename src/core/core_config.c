@@ -29,7 +29,9 @@ static const chorus__config_var_t core_vars[] = {
      "seconds a collective may wait before a warning names it (sequence number, "
      "collective, count, dtype) and the ranks that have not started it, found by asking "
      "every peer directly; repeated every as many seconds while it still waits; 0 turns "
-     "the reports off",
+     "the reports off; also, while communicator creation waits at the rendezvous, how "
+     "often each rank logs which ranks have joined and which have not, as the store sees "
+     "them",
      chorus__config_parse_double, offsetof(chorus__core_config_t, stall_warn_s)},
     {"CHORUS_DEBUG_CHECK", "0",
      "before each collective, every rank compares its call (collective, sequence number, "

@@ -7,6 +7,7 @@
  * opens over it.
  */
 #include <netdb.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,8 @@
 #include "util/time.h"
 
 #define RDV_NODE_ID_MAX CHORUS_NODE_ID_MAX
+/* Secrets shorter than this many bytes are warned about. */
+#define RDV_SECRET_MIN 16
 
 /* What each rank publishes at the rendezvous. */
 typedef struct {
@@ -121,6 +124,9 @@ static chorus_status_t rdv_exchange(chorus__ctx_t *ctx, const comm_create_params
                                     char **addrs_p)
 {
     const size_t lanes = (size_t)CHORUS__LANES_MAX * TL_ADDR_MAX;
+    const chorus__boot_client_params_t client = {
+        .addr = p->addr, .secret = p->secret, .secret_len = p->secret_len, .rank = p->rank,
+        .size = p->size, .timeout_s = ctx->cfg.timeout_s, .report_s = ctx->cfg.stall_warn_s};
     rdv_card_t card, *cards;
     const char **ids;
     uint8_t session_key[32];
@@ -141,9 +147,8 @@ static chorus_status_t rdv_exchange(chorus__ctx_t *ctx, const comm_create_params
         status = CHORUS_ERR_NO_MEMORY;
         goto out;
     }
-    status = chorus__bootstrap_exchange(p->addr, p->secret, p->secret_len, p->rank, p->size,
-                                        ctx->cfg.timeout_s, &card, sizeof(card), cards,
-                                        session_key, host_seen, sizeof(host_seen));
+    status = chorus__bootstrap_exchange(&client, &card, sizeof(card), cards, session_key,
+                                        host_seen, sizeof(host_seen));
     if (status != CHORUS_OK)
         goto out;
     for (int r = 0; r < p->size; r++) {
@@ -225,6 +230,21 @@ static chorus_status_t rdv_context(const comm_create_params_t *p, chorus__ctx_t 
     return CHORUS_OK;
 }
 
+/*
+ * A short secret can be guessed offline from one recorded handshake; say so
+ * once per process, whichever rank or communicator uses it first.
+ */
+static void rdv_check_secret(const comm_create_params_t *p)
+{
+    static atomic_flag warned = ATOMIC_FLAG_INIT;
+
+    if (p->secret_len >= RDV_SECRET_MIN || atomic_flag_test_and_set(&warned))
+        return;
+    chorus_warn("rank %d: the job secret has %zu bytes; use at least %d random bytes (e.g. "
+                "32 hex digits), since a short one can be guessed from a recorded rendezvous",
+                p->rank, p->secret_len, RDV_SECRET_MIN);
+}
+
 chorus_status_t chorus__comm_create(const comm_create_params_t *p, chorus_comm_t *comm_p)
 {
     chorus__store_t *store = NULL;
@@ -241,6 +261,7 @@ chorus_status_t chorus__comm_create(const comm_create_params_t *p, chorus_comm_t
     status = rdv_check_args(p->rank, p->size, p->addr, p->timeout_s);
     if (status != CHORUS_OK)
         return status;
+    rdv_check_secret(p);
     if (p->host_store && p->rank == 0) {
         chorus__core_config_t cfg;
         double timeout = p->timeout_s;

@@ -268,7 +268,7 @@ chorus_status_t chorus__call_refused(chorus_comm_t comm, const coll_args_t *args
     status = chorus__refusal_task_create(comm, args, seq, why, &task);
     if (status == CHORUS_OK) {
         pthread_mutex_lock(&ctx->lock);
-        req = request_new(comm, args, "refused", task, seq, 0, chorus__now());
+        req = request_new(comm, args, "refused", NULL, task, seq, 0, chorus__now());
         if (req != NULL)
             request_enqueue_locked(ctx, req);
         else

@@ -262,9 +262,11 @@ static void *client_main(void *arg)
 {
     client_t *c = arg;
 
-    c->status = chorus__bootstrap_exchange(c->addr, c->secret, strlen(c->secret), c->rank,
-                                           NRANKS, 10, c->blob, BLOB_LEN, c->all, c->key,
-                                           NULL, 0);
+    const chorus__boot_client_params_t p = {
+        .addr = c->addr, .secret = c->secret, .secret_len = strlen(c->secret),
+        .rank = c->rank, .size = NRANKS, .timeout_s = 10};
+
+    c->status = chorus__bootstrap_exchange(&p, c->blob, BLOB_LEN, c->all, c->key, NULL, 0);
     return NULL;
 }
 

@@ -367,7 +367,7 @@ static void expect_log_clean(const char *path)
     expect_secret_absent(log, len, WRONG_SECRET);
     /* Proof that the log is the one of a trace-level run, refusals included. */
     cr_expect(log_has_line(log, "debug: ", "connection from"), "no debug lines in the log");
-    cr_expect(log_has_line(log, "warn: ", "dropping"), "no refusal in the log");
+    cr_expect(log_has_line(log, "warn: ", "refusing"), "no refusal in the log");
     cr_log_info("store and clients wrote %zu bytes of log at trace level", len);
     free(log);
 }

@@ -69,7 +69,7 @@ typedef struct {
     char addr[CHORUS_SOCK_ADDR_MAX];
     const char *secret;
     int rank, size;
-    double timeout_s;
+    double timeout_s, report_s;
     uint8_t blob[BLOB_LEN];
     uint8_t all[MAX_RANKS * BLOB_LEN];
     uint8_t key[32];
@@ -82,9 +82,12 @@ static void *client_main(void *arg)
 {
     client_t *c = arg;
 
-    c->status = chorus__bootstrap_exchange(c->addr, c->secret, strlen(c->secret), c->rank,
-                                           c->size, c->timeout_s, c->blob, BLOB_LEN, c->all,
-                                           c->key, c->host, sizeof(c->host));
+    const chorus__boot_client_params_t p = {
+        .addr = c->addr, .secret = c->secret, .secret_len = strlen(c->secret),
+        .rank = c->rank, .size = c->size, .timeout_s = c->timeout_s, .report_s = c->report_s};
+
+    c->status = chorus__bootstrap_exchange(&p, c->blob, BLOB_LEN, c->all, c->key, c->host,
+                                           sizeof(c->host));
     return NULL;
 }
 
@@ -462,6 +465,69 @@ Test(bootstrap, wrong_secret_refused, .timeout = 30)
     finish_rendezvous(store, addr, clients, 2, 3);
 }
 
+/* A JOIN with a wrong secret, from a raw peer, claiming (rank, size); returns the ERROR code. */
+static uint32_t stranger_claims(const char *addr, uint32_t rank, uint32_t size)
+{
+    uint8_t msg[256], nc[32] = {7};
+    raw_t raw;
+
+    raw_connect(&raw, addr);
+    raw_hello(&raw, nc);
+    raw_send(&raw, msg, raw_join_msg(&raw, "wrong secret", rank, size, msg));
+    return raw_expect_dropped(&raw, NULL, 0);
+}
+
+/* The grace after a refusal, for a store with a 10 s timeout. */
+#define GRACE_10S 1.0
+
+/*
+ * A stranger claiming a rank that has joined cannot stop the rendezvous,
+ * however long the others take after it.
+ */
+Test(bootstrap, stranger_claiming_a_joined_rank_stops_nothing, .timeout = 30)
+{
+    char addr[CHORUS_SOCK_ADDR_MAX];
+    chorus__store_t *store = store_begin(10, addr);
+    client_t clients[3];
+
+    client_spawn(&clients[0], addr, 0, 3, 10);
+    client_spawn(&clients[1], addr, 1, 3, 10);
+    wait_joined(store, 2);
+    cr_expect_eq(stranger_claims(addr, 1, 3), -CHORUS_ERR_AUTH);
+    usleep((useconds_t)((GRACE_10S + 0.5) * 1e6));
+    cr_expect_eq(chorus__store_joined(store), 2, "the store dropped a joined rank");
+    finish_rendezvous(store, addr, clients, 2, 3);
+}
+
+/*
+ * A stranger claiming the missing rank: if that rank is still missing after
+ * the grace, every joined rank fails with CHORUS_ERR_AUTH at once rather than
+ * at the timeout.
+ */
+Test(bootstrap, refused_claim_of_a_missing_rank_fails_the_others_after_the_grace,
+     .timeout = 30)
+{
+    char addr[CHORUS_SOCK_ADDR_MAX];
+    chorus__store_t *store = store_begin(10, addr);
+    client_t clients[2];
+    double start;
+
+    client_spawn(&clients[0], addr, 0, 3, 10);
+    client_spawn(&clients[1], addr, 1, 3, 10);
+    wait_joined(store, 2);
+    start = chorus__now();
+    cr_expect_eq(stranger_claims(addr, 2, 3), -CHORUS_ERR_AUTH);
+    for (int r = 0; r < 2; r++) {
+        pthread_join(clients[r].thread, NULL);
+        cr_expect_eq(clients[r].status, CHORUS_ERR_AUTH, "rank %d returned %d", r,
+                     clients[r].status);
+    }
+    cr_expect_lt(chorus__now() - start, GRACE_10S + 1.5, "the ranks waited %.1f s",
+                 chorus__now() - start);
+    cr_expect_geq(chorus__now() - start, GRACE_10S - 0.1, "the ranks did not wait the grace");
+    cr_expect_eq(chorus__store_join(store), CHORUS_ERR_AUTH);
+}
+
 Test(bootstrap, replayed_join_refused, .timeout = 30)
 {
     char addr[CHORUS_SOCK_ADDR_MAX];
@@ -814,26 +880,38 @@ Test(bootstrap_client, store_without_secret_refused, .timeout = 30)
     cr_expect_eq(against_fake_store(FAKE_BAD_PROOF), CHORUS_ERR_AUTH);
 }
 
+/* The exchange with one field of an otherwise valid client changed. */
+static chorus_status_t exchange_with(chorus__boot_client_params_t p, size_t blob_len)
+{
+    static uint8_t blob[CHORUS_BOOT_BLOB_MAX + 1], all[2 * (CHORUS_BOOT_BLOB_MAX + 1)];
+    uint8_t key[32];
+
+    return chorus__bootstrap_exchange(&p, blob, blob_len, all, key, NULL, 0);
+}
+
 Test(bootstrap_client, bad_arguments, .timeout = 30)
 {
+    const chorus__boot_client_params_t ok = {.addr = "127.0.0.1:1", .secret = SECRET,
+                                             .secret_len = SECRET_LEN, .rank = 0, .size = 2,
+                                             .timeout_s = 1};
+    chorus__boot_client_params_t p;
     uint8_t blob[8] = {0}, all[16], key[32];
-    char addr[] = "127.0.0.1:1";
 
-    cr_expect_eq(chorus__bootstrap_exchange(addr, SECRET, 0, 0, 2, 1, blob, 8, all, key, NULL,
-                                            0), CHORUS_ERR_INVALID_ARG);
-    cr_expect_eq(chorus__bootstrap_exchange(addr, SECRET, SECRET_LEN, 0, 0, 1, blob, 8, all,
-                                            key, NULL, 0), CHORUS_ERR_INVALID_ARG);
-    cr_expect_eq(chorus__bootstrap_exchange(addr, SECRET, SECRET_LEN, 0, (1 << 20) + 1, 1,
-                                            blob, 8, all, key, NULL, 0),
+    cr_expect_eq(chorus__bootstrap_exchange(NULL, blob, 8, all, key, NULL, 0),
                  CHORUS_ERR_INVALID_ARG);
-    cr_expect_eq(chorus__bootstrap_exchange(addr, SECRET, SECRET_LEN, 0, 2, 1, blob,
-                                            CHORUS_BOOT_BLOB_MAX + 1, all, key, NULL, 0),
-                 CHORUS_ERR_INVALID_ARG);
-    cr_expect_eq(chorus__bootstrap_exchange(addr, SECRET, SECRET_LEN, 0, 1 << 20, 1, blob,
-                                            2048, all, key, NULL, 0),
-                 CHORUS_ERR_INVALID_ARG, "2 GiB of addresses in all");
-    cr_expect_eq(chorus__bootstrap_exchange(addr, SECRET, SECRET_LEN, 0, 2, 0, blob, 8, all,
-                                            key, NULL, 0), CHORUS_ERR_INVALID_ARG);
-    cr_expect_eq(chorus__bootstrap_exchange("127.0.0.1", SECRET, SECRET_LEN, 0, 2, 1, blob, 8,
-                                            all, key, NULL, 0), CHORUS_ERR_INVALID_ARG);
+    p = ok, p.secret_len = 0;
+    cr_expect_eq(exchange_with(p, 8), CHORUS_ERR_INVALID_ARG);
+    p = ok, p.size = 0;
+    cr_expect_eq(exchange_with(p, 8), CHORUS_ERR_INVALID_ARG);
+    p = ok, p.size = (1 << 20) + 1;
+    cr_expect_eq(exchange_with(p, 8), CHORUS_ERR_INVALID_ARG);
+    cr_expect_eq(exchange_with(ok, CHORUS_BOOT_BLOB_MAX + 1), CHORUS_ERR_INVALID_ARG);
+    p = ok, p.size = 1 << 20;
+    cr_expect_eq(exchange_with(p, 2048), CHORUS_ERR_INVALID_ARG, "2 GiB of addresses in all");
+    p = ok, p.timeout_s = 0;
+    cr_expect_eq(exchange_with(p, 8), CHORUS_ERR_INVALID_ARG);
+    p = ok, p.report_s = -1;
+    cr_expect_eq(exchange_with(p, 8), CHORUS_ERR_INVALID_ARG);
+    p = ok, p.addr = "127.0.0.1";
+    cr_expect_eq(exchange_with(p, 8), CHORUS_ERR_INVALID_ARG);
 }

@@ -406,6 +406,57 @@ Test(mismatch, unchecked_large_count_is_truncated_not_overrun, .timeout = 60)
     run_unchecked_mismatch((size_t)1 << 20);
 }
 
+/* ---- a mismatch on the shared-memory path -------------------------------- */
+
+/*
+ * Rank 0 passes 2 elements fewer to an allreduce over shared memory, without
+ * the call check: the rank that sees the other fingerprint fails with
+ * INVALID_ARG (the others learn it from that rank), and its message points to
+ * CHORUS_DEBUG_CHECK=1 and what that would name.
+ */
+static int shm_mismatch(chorus_comm_t comm, int rank, int size, void *arg)
+{
+    float x[12] = {0};
+    chorus_status_t status;
+
+    (void)size; (void)arg;
+    if (rank_stderr_to_file(rank) != 0)
+        return RC_SETUP;
+    status = chorus_allreduce(x, x, rank == 0 ? 10 : 12, CHORUS_FLOAT32, CHORUS_SUM, comm,
+                              NULL);
+    if (status == CHORUS_ERR_INVALID_ARG)
+        return 1;
+    return status == CHORUS_ERR_PEER_FAILED ? 2 : RC_STATUS;
+}
+
+Test(mismatch, shm_mismatch_suggests_the_call_check, .timeout = 60)
+{
+    harness_opts_t opts = {.nranks = DIAG_RANKS, .timeout_s = 5, .deadline_s = 30,
+                           .kill_rank = -1};
+    int status[DIAG_RANKS], detected = 0;
+
+    dir_make();
+    unsetenv("CHORUS_DEBUG_CHECK");
+    setenv("CHORUS_SHM", "1", 1);
+    harness_run(&opts, shm_mismatch, NULL, status, NULL);
+    for (int r = 0; r < DIAG_RANKS; r++) {
+        char *log = rank_log(r);
+
+        cr_expect(status[r] == 1 || status[r] == 2, "rank %d exited with %d; logged:\n%s", r,
+                  status[r], log);
+        if (status[r] == 1) {
+            cr_expect(strstr(log, "set CHORUS_DEBUG_CHECK=1 on every rank to have each call "
+                              "compared before any data moves, naming both ranks and their "
+                              "collective, sequence number, count, dtype, op and root") != NULL,
+                      "rank %d logged:\n%s", r, log);
+            detected++;
+        }
+        free(log);
+    }
+    cr_expect_geq(detected, 1, "no rank saw the mismatch itself");
+    dir_remove();
+}
+
 /* ---- per-component log levels ------------------------------------------- */
 
 static int log_levels_rank(chorus_comm_t comm, int rank, int size, void *arg)

@@ -16,8 +16,11 @@ static void check_store_expect(const chorus__boot_hdr_t *hdr)
     if (chorus__boot_store_expect(hdr, CHORUS_BOOT_HELLO) == CHORUS_OK)
         FUZZ_CHECK(hdr->type == CHORUS_BOOT_HELLO && hdr->len == CHORUS_BOOT_HELLO_LEN);
     if (chorus__boot_store_expect(hdr, CHORUS_BOOT_JOIN) == CHORUS_OK)
-        FUZZ_CHECK(hdr->type == CHORUS_BOOT_JOIN && hdr->len >= CHORUS_BOOT_JOIN_MIN &&
-                   hdr->len <= CHORUS_BOOT_JOIN_MAX);
+        FUZZ_CHECK((hdr->type == CHORUS_BOOT_JOIN && hdr->len >= CHORUS_BOOT_JOIN_MIN &&
+                    hdr->len <= CHORUS_BOOT_JOIN_MAX) ||
+                   (hdr->type == CHORUS_BOOT_ABANDON && hdr->len == CHORUS_BOOT_ABANDON_LEN));
+    if (chorus__boot_store_expect(hdr, CHORUS_BOOT_QUERY) == CHORUS_OK)
+        FUZZ_CHECK(hdr->type == CHORUS_BOOT_QUERY && hdr->len == CHORUS_BOOT_QUERY_LEN);
     /* No other state reads a payload. */
     FUZZ_CHECK(chorus__boot_store_expect(hdr, CHORUS_BOOT_RESULT) != CHORUS_OK);
     FUZZ_CHECK(chorus__boot_store_expect(hdr, CHORUS_BOOT_ERROR) != CHORUS_OK);

@@ -9,7 +9,10 @@
 #include "core/bootstrap_wire.h"
 #include "fuzz.h"
 
-enum { MSG_HELLO, MSG_CHALLENGE, MSG_JOIN, MSG_RESULT, MSG_ERROR, MSG_COUNT };
+enum {
+    MSG_HELLO, MSG_CHALLENGE, MSG_JOIN, MSG_RESULT, MSG_ERROR, MSG_ABANDON, MSG_QUERY,
+    MSG_STATUS, MSG_COUNT
+};
 
 static const chorus__boot_keys_t keys = FUZZ_BOOT_KEYS;
 
@@ -214,6 +217,79 @@ static void fuzz_error(const uint8_t *p, size_t len)
     FUZZ_CHECK(carried == code && strlen(text) == k && memcmp(text, sent, k) == 0);
 }
 
+static void fuzz_abandon(const uint8_t *p, size_t len)
+{
+    uint8_t msg[CHORUS_BOOT_HEADER + CHORUS_BOOT_ABANDON_LEN];
+    uint32_t rank = 7, size = 7;
+    size_t n;
+
+    if (chorus__boot_abandon_decode(p, len, &rank, &size) != CHORUS_OK) {
+        FUZZ_CHECK(len != CHORUS_BOOT_ABANDON_LEN && rank == 7 && size == 7);
+        return;
+    }
+    n = chorus__boot_abandon_encode(msg, rank, size);
+    FUZZ_CHECK(n == sizeof(msg) && memcmp(msg + CHORUS_BOOT_HEADER, p, len) == 0);
+    FUZZ_CHECK(check_header(msg, n, CHORUS_BOOT_ABANDON) == msg + CHORUS_BOOT_HEADER);
+}
+
+static void fuzz_query(const uint8_t *p, size_t len)
+{
+    uint8_t msg[CHORUS_BOOT_HEADER + CHORUS_BOOT_QUERY_LEN];
+    uint32_t seq = 7, again = 0;
+    chorus_status_t status;
+    size_t n;
+
+    status = chorus__boot_query_decode(&keys, p, len, &seq);
+    FUZZ_CHECK(status == CHORUS_OK || seq == 7);
+    FUZZ_CHECK(status != CHORUS_OK || len == CHORUS_BOOT_QUERY_LEN);
+    /* The same sequence number, genuinely signed, decodes; one flipped bit does not. */
+    n = chorus__boot_query_encode(msg, &keys, fuzz_u32(p, len, 0));
+    FUZZ_CHECK(n == sizeof(msg));
+    FUZZ_CHECK(chorus__boot_query_decode(&keys, check_header(msg, n, CHORUS_BOOT_QUERY),
+                                         CHORUS_BOOT_QUERY_LEN, &again) == CHORUS_OK);
+    FUZZ_CHECK(again == fuzz_u32(p, len, 0));
+    msg[CHORUS_BOOT_HEADER + (len % CHORUS_BOOT_QUERY_LEN)] ^= 1;
+    FUZZ_CHECK(chorus__boot_query_decode(&keys, msg + CHORUS_BOOT_HEADER,
+                                         CHORUS_BOOT_QUERY_LEN, &again) == CHORUS_ERR_AUTH);
+}
+
+static void fuzz_status(const uint8_t *p, size_t len)
+{
+    static uint8_t msg[CHORUS_BOOT_HEADER + CHORUS_BOOT_STATUS_HDR + 512];
+    /* The size the payload claims where it fits the buffer, so that genuine seeds decode. */
+    uint32_t claimed = len >= CHORUS_BOOT_MAC + 8 ? chorus__boot_get_u32(p + CHORUS_BOOT_MAC + 4)
+                                                   : 0;
+    uint32_t want = claimed >= 1 && claimed <= 8 * 512 ? claimed : claimed % (8 * 512) + 1;
+    chorus__boot_status_t st = {.seq = 0}, again;
+    chorus_status_t status;
+    size_t n;
+
+    status = chorus__boot_status_decode(&keys, p, len, want, &st);
+    FUZZ_CHECK(status == CHORUS_OK || status == CHORUS_ERR_PROTOCOL || status == CHORUS_ERR_AUTH);
+    FUZZ_CHECK(status != CHORUS_OK || (len == chorus__boot_status_len(want) && st.size == want));
+    /* Signed with the fuzz keys, the payload's bitmap comes back as it was. */
+    if (len < chorus__boot_status_len(want))
+        return;
+    st.seq = fuzz_u32(p, len, 1);
+    st.size = want;
+    st.elapsed_ms = fuzz_u32(p, len, 5);
+    st.joined = p + CHORUS_BOOT_STATUS_HDR;
+    n = chorus__boot_status_encode(msg, &keys, &st);
+    FUZZ_CHECK(n == CHORUS_BOOT_HEADER + chorus__boot_status_len(want));
+    FUZZ_CHECK(chorus__boot_status_decode(&keys, check_header(msg, n, CHORUS_BOOT_STATUS),
+                                          n - CHORUS_BOOT_HEADER, want, &again) == CHORUS_OK);
+    FUZZ_CHECK(again.seq == st.seq && again.elapsed_ms == st.elapsed_ms &&
+               memcmp(again.joined, st.joined, n - CHORUS_BOOT_HEADER -
+                      CHORUS_BOOT_STATUS_HDR) == 0);
+    FUZZ_CHECK(chorus__boot_status_decode(&keys, msg + CHORUS_BOOT_HEADER,
+                                          n - CHORUS_BOOT_HEADER, want + 8, &again) ==
+               CHORUS_ERR_PROTOCOL);
+    msg[n - 1] ^= 0x80;
+    FUZZ_CHECK(chorus__boot_status_decode(&keys, msg + CHORUS_BOOT_HEADER,
+                                          n - CHORUS_BOOT_HEADER, want, &again) ==
+               CHORUS_ERR_AUTH);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size == 0)
@@ -225,6 +301,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     case MSG_JOIN:      fuzz_join(data + 1, size - 1); break;
     case MSG_RESULT:    fuzz_result(data + 1, size - 1); break;
     case MSG_ERROR:     fuzz_error(data + 1, size - 1); break;
+    case MSG_ABANDON:   fuzz_abandon(data + 1, size - 1); break;
+    case MSG_QUERY:     fuzz_query(data + 1, size - 1); break;
+    case MSG_STATUS:    fuzz_status(data + 1, size - 1); break;
     }
     return 0;
 }

@@ -88,6 +88,19 @@ static int boot_seeds(void)
                                   "127.0.0.1:50000)");
     rc |= put("fuzz_boot_header", "error", msg, CHORUS_BOOT_HEADER, NULL, 0);
     rc |= put_msg("error", 4, msg, n);
+    n = chorus__boot_abandon_encode(msg, 2, 3);
+    rc |= put_msg("abandon", 5, msg, n);
+    n = chorus__boot_query_encode(msg, &keys, 1);
+    rc |= put_msg("query", 6, msg, n);
+    {
+        /* Ranks 0 and 1 of 3 joined. */
+        const uint8_t joined[1] = {0x03};
+        const chorus__boot_status_t st = {.seq = 1, .size = 3, .elapsed_ms = 1500,
+                                          .joined = joined};
+
+        n = chorus__boot_status_encode(msg, &keys, &st);
+        rc |= put_msg("status", 7, msg, n);
+    }
     return rc;
 }
 

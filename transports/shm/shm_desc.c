@@ -41,7 +41,8 @@ int shm_stage_check(const shm_node_t *node, int slot, uint64_t fp)
         if (theirs != fp) {
             chorus_error("local rank %d called with other arguments (call fingerprint "
                          "%016llx, this rank's %016llx): a different count, type, op, root or "
-                         "block layout", j, (unsigned long long)theirs, (unsigned long long)fp);
+                         "block layout" SHM_MISMATCH_HINT, j, (unsigned long long)theirs,
+                         (unsigned long long)fp);
             return CHORUS_ERR_INVALID_ARG;
         }
     }
@@ -95,7 +96,7 @@ int shm_desc_check(const shm_node_t *node, const coll_args_t *a, uint64_t fp)
             (writes_recv(a, j) && recvbuf == 0) || (reads_send(a, j) && sendbuf == 0)) {
             chorus_error("local rank %d published a call that does not match this one (count "
                          "%llu against %zu, fingerprint %016llx against %016llx, or a NULL "
-                         "buffer)", j, (unsigned long long)count, a->count,
+                         "buffer)" SHM_MISMATCH_HINT, j, (unsigned long long)count, a->count,
                          (unsigned long long)dfp, (unsigned long long)fp);
             return CHORUS_ERR_INVALID_ARG;
         }

@@ -166,6 +166,15 @@ int shm_a2a_cma(shm_op_t *op);
 uint64_t shm_fingerprint(const coll_args_t *a, shm_kind_t kind);
 /* 0 when every rank's fingerprint of the call in slot is fp, else INVALID_ARG. */
 int shm_stage_check(const shm_node_t *node, int slot, uint64_t fp);
+
+/*
+ * The end of every message about ranks whose calls differ: the fingerprints
+ * say only that they differ, the call check says how.
+ */
+#define SHM_MISMATCH_HINT                                                              \
+    "; set CHORUS_DEBUG_CHECK=1 on every rank to have each call compared before any " \
+    "data moves, naming both ranks and their collective, sequence number, count, "   \
+    "dtype, op and root"
 /* Single copy: publish this rank's buffers; 0 when every peer's descriptor fits the call,
  * else INVALID_ARG. */
 void shm_desc_publish(shm_node_t *node, const coll_args_t *a, uint64_t fp);

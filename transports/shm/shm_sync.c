@@ -114,7 +114,8 @@ int shm_reached(shm_node_t *node, uint64_t step, uint64_t base, uint32_t tag, in
         if (s > base && s <= step && (v >> SHM_STEP_BITS) != (tag & 0xffff)) {
             chorus_error("local rank %d is in a different collective call (its call's "
                          "fingerprint %04x, this rank's %04x, at step %llu): the ranks called "
-                         "collectives in different orders or with different arguments", j,
+                         "collectives in different orders or with different arguments"
+                         SHM_MISMATCH_HINT, j,
                          (unsigned)(v >> SHM_STEP_BITS), tag & 0xffff, (unsigned long long)s);
             return CHORUS_ERR_INVALID_ARG;
         }
