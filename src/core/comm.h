@@ -78,7 +78,7 @@ struct chorus_comm {
     atomic_int outstanding;
     _Atomic uint64_t inline_done;   /* calls completed in the calling thread: highest seq + 1 */
     chorus__stall_t *stall;     /* stall reports (progress thread) */
-    char trace_via[40];         /* "tcp+shm": who serves calls that use the node team (tracing) */
+    char trace_via[40];         /* "NET+TEAM": who serves calls that use the node team (tracing) */
     chorus__refusal_t *refusal; /* calls refused for their arguments (refusal.h) */
     struct chorus_comm *next;   /* in ctx->comms */
 };

@@ -16,7 +16,8 @@ chorus_status_t chorus__trace_open(chorus__ctx_t *ctx);
 /* comm is open: the name of its transports, and for the job's first one the clock point. */
 void chorus__trace_comm_ready(chorus_comm_t comm);
 
-/* Let task's schedule record its waits, and name who serves the call ("tcp", "shm", "tcp+shm"). */
+/* Let task's schedule record its waits, and name who serves the call: the network
+ * transport, the node team's collective transport, or both ("NET+TEAM"). */
 const char *chorus__trace_task(chorus_comm_t comm, chorus__task_t *task, const coll_alg_t *alg,
                                int setup);
 
