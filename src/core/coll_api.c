@@ -114,6 +114,9 @@ static chorus_status_t coll_start(const char *fn, chorus_comm_t comm, coll_args_
     size_t esize = chorus_dtype_size(a->dtype), n = comm ? (size_t)comm->size : 1;
     size_t send_elems = a->count, recv_elems = a->count;
     const char *sbuf = a->sendbuf, *rbuf = a->recvbuf;
+    /* The in-place tests compare addresses as integers: an absurd count, refused below, must
+       not make pointer arithmetic overflow first. */
+    uintptr_t block = (uintptr_t)a->count * esize;
     int in_place = sbuf == rbuf;
     chorus_request_t req = NULL;
     chorus_status_t status;
@@ -128,11 +131,11 @@ static chorus_status_t coll_start(const char *fn, chorus_comm_t comm, coll_args_
     switch (a->coll) {
     case COLL_ALLGATHER:
         recv_elems = a->count * n;
-        in_place = rbuf != NULL && sbuf == rbuf + a->count * esize * (size_t)a->rank;
+        in_place = rbuf != NULL && (uintptr_t)sbuf == (uintptr_t)rbuf + block * (size_t)a->rank;
         break;
     case COLL_REDUCE_SCATTER:
         send_elems = a->count * n;
-        in_place = sbuf != NULL && rbuf == sbuf + a->count * esize * (size_t)a->rank;
+        in_place = sbuf != NULL && (uintptr_t)rbuf == (uintptr_t)sbuf + block * (size_t)a->rank;
         break;
     case COLL_ALLTOALL:
         send_elems = recv_elems = a->count * n;

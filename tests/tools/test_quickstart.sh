@@ -35,8 +35,10 @@ done)
 chmod -R u+w "$TMP/src" # a distcheck's source tree is read-only
 check "the scratch copy has the quickstart" [ -x "$TMP/src/quickstart" ]
 
-# The outer make's job server must not reach the scratch builds; flags are fixed here.
-unset MAKEFLAGS MFLAGS MAKELEVEL CPPFLAGS LDFLAGS
+# The outer make's job server must not reach the scratch builds; flags are fixed here. The
+# settings of the quickstart that runs this test (CI's BUILD_DIR=build-asan) must not either:
+# they would send the scratch build into that build folder while its tests run.
+unset MAKEFLAGS MFLAGS MAKELEVEL CPPFLAGS LDFLAGS BUILD_DIR PREFIX CONFIGURE_FLAGS
 flags="--disable-shared --without-mpi --without-criterion"
 qs() {
     env QUICKSTART_DEPS=no CFLAGS="-O0" "$@" timeout -k 10 900 "$TMP/src/quickstart" build \
