@@ -3,10 +3,10 @@
  * process could have are refused on every rank and path without touching
  * memory or growing without end, and the next call gives the exact answer;
  * a count mismatch is never returned as success with wrong data on the
- * network path; a non-blocking call that fails leaves *req_p as it was; a
- * call refused on one rank keeps its place, so that no rank's call pairs
- * with another, and one refused on every rank leaves the communicator
- * usable.
+ * network path; a non-blocking call that fails leaves *req_p as it was, and
+ * a refused test leaves *done_p; a call refused on one rank keeps its place,
+ * so that no rank's call pairs with another, and one refused on every rank
+ * leaves the communicator usable.
  */
 #include <criterion/criterion.h>
 #include <stdint.h>
@@ -219,6 +219,15 @@ Test(request, not_written_after_abort, .timeout = 60)
 
     cr_expect_eq(harness_run(&opts, req_after_abort, NULL, status, NULL), 0,
                  "exit codes %d %d", status[0], status[1]);
+}
+
+/* chorus_request_test writes *done_p for the operation's status, never when it is refused. */
+Test(request, test_refused_leaves_done_unwritten)
+{
+    int done = 42;
+
+    cr_expect_eq(chorus_request_test(NULL, &done), CHORUS_ERR_INVALID_ARG);
+    cr_expect_eq(done, 42, "*done_p written by a refused test: %d", done);
 }
 
 /* ---- count mismatch without the debug check ----------------------------- */
