@@ -77,7 +77,8 @@ static chorus_status_t check_args(chorus_comm_t comm, const coll_args_t *a,
     }
     if (a->count > SIZE_MAX / esize / (size_t)comm->size ||
         !chorus__mem_fits(send_here ? a->sendbuf : NULL, send_elems * esize) ||
-        !chorus__mem_fits(recv_here ? a->recvbuf : NULL, recv_elems * esize)) {
+        !chorus__mem_fits(recv_here ? a->recvbuf : NULL, recv_elems * esize) ||
+        !chorus__mem_under_limit((send_elems > recv_elems ? send_elems : recv_elems) * esize)) {
         snprintf(why, why_len, "invalid argument count=%zu: %zu-byte elements at %d ranks do "
                  "not fit in this process's memory (address space, PTRDIFF_MAX, RLIMIT_AS)",
                  a->count, esize, comm->size);

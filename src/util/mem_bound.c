@@ -33,14 +33,16 @@ size_t chorus__mem_space_end(void)
 int chorus__mem_fits(const void *buf, size_t bytes)
 {
     size_t end = chorus__mem_space_end(), start = (size_t)(uintptr_t)buf;
-    struct rlimit lim;
 
     if (bytes > (size_t)PTRDIFF_MAX || bytes > end)
         return 0;
-    if (buf != NULL && (start >= end || bytes > end - start))
-        return 0;
-    if (bytes >= MEM_RLIMIT_FROM && getrlimit(RLIMIT_AS, &lim) == 0 &&
-        lim.rlim_cur != RLIM_INFINITY && bytes > lim.rlim_cur)
-        return 0;
-    return 1;
+    return buf == NULL || (start < end && bytes <= end - start);
+}
+
+int chorus__mem_under_limit(size_t bytes)
+{
+    struct rlimit lim;
+
+    return bytes < MEM_RLIMIT_FROM || getrlimit(RLIMIT_AS, &lim) != 0 ||
+           lim.rlim_cur == RLIM_INFINITY || bytes <= lim.rlim_cur;
 }

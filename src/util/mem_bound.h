@@ -17,10 +17,17 @@
 #include <stddef.h>
 
 /*
- * 1 when [buf, buf + bytes) could be a buffer of this process, else 0. buf
- * may be NULL (the bound on bytes alone, for memory still to be allocated).
+ * 1 when [buf, buf + bytes) lies in the user part of the address space and
+ * spans at most PTRDIFF_MAX bytes, else 0. buf may be NULL (the bound on
+ * bytes alone, for memory still to be allocated).
  */
 int chorus__mem_fits(const void *buf, size_t bytes);
+
+/*
+ * 1 when bytes is no larger than the soft RLIMIT_AS, else 0. A call with
+ * several buffers asks once, for the largest: the limit bounds each alone.
+ */
+int chorus__mem_under_limit(size_t bytes);
 
 /* The end of the user part of the address space (computed once). */
 size_t chorus__mem_space_end(void);
