@@ -60,9 +60,11 @@ chorus_status_t coll_sched_create(coll_scratch_pool_t *pool, chorus_dtype_t dtyp
 static chorus_status_t sched_mark_final(coll_sched_t *s)
 {
     size_t n = (size_t)s->nranks;
-    long *last = n > 0 ? malloc(2 * n * sizeof(*last)) : NULL;
+    long small[2 * 64];     /* every call builds its schedule: no allocation up to 64 ranks */
+    long *last = 2 * n <= sizeof(small) / sizeof(small[0]) ? small
+                                                            : malloc(2 * n * sizeof(*last));
 
-    if (n > 0 && last == NULL)
+    if (last == NULL)
         return CHORUS_ERR_NO_MEMORY;
     for (size_t i = 0; i < 2 * n; i++)
         last[i] = -1;
@@ -81,7 +83,8 @@ static chorus_status_t sched_mark_final(coll_sched_t *s)
     for (size_t i = 0; i < 2 * n; i++)
         if (last[i] >= 0)
             s->steps[last[i]].final = 1;
-    free(last);
+    if (last != small)
+        free(last);
     return CHORUS_OK;
 }
 
