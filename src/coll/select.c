@@ -167,8 +167,9 @@ void coll_select_destroy(coll_select_t *sel)
     free(sel);
 }
 
-const coll_alg_t *coll_select_lookup(const coll_select_t *sel, coll_type_t coll,
-                                     coll_mem_t mem, size_t bytes)
+/* The range that serves bytes (the last one beyond them), or NULL for an empty table. */
+static coll_range_t *select_range(const coll_select_t *sel, coll_type_t coll, coll_mem_t mem,
+                                  size_t bytes)
 {
     const coll_ranges_t *r;
 
@@ -178,9 +179,17 @@ const coll_alg_t *coll_select_lookup(const coll_select_t *sel, coll_type_t coll,
     r = &sel->colls[coll][mem];
     for (size_t i = 0; i < r->count; i++) {
         if (bytes < r->ranges[i].hi)
-            return r->ranges[i].alg;
+            return &r->ranges[i];
     }
-    return r->count ? r->ranges[r->count - 1].alg : NULL;
+    return r->count ? &r->ranges[r->count - 1] : NULL;
+}
+
+const coll_alg_t *coll_select_lookup(const coll_select_t *sel, coll_type_t coll,
+                                     coll_mem_t mem, size_t bytes)
+{
+    const coll_range_t *r = select_range(sel, coll, mem, bytes);
+
+    return r != NULL ? r->alg : NULL;
 }
 
 static void format_size(char *buf, size_t len, size_t n);
@@ -188,21 +197,12 @@ static void format_size(char *buf, size_t len, size_t n);
 const coll_alg_t *coll_select_call(coll_select_t *sel, coll_type_t coll, coll_mem_t mem,
                                    size_t bytes, int rank)
 {
-    const coll_alg_t *alg = coll_select_lookup(sel, coll, mem, bytes);
-    coll_ranges_t *rs;
-    coll_range_t *r;
+    coll_range_t *r = select_range(sel, coll, mem, bytes);
+    const coll_alg_t *alg = r != NULL ? r->alg : NULL;
     char lo[32], hi[32];
 
     if (alg == NULL || !chorus_log_enabled(CHORUS_LOG_INFO))
         return alg;
-    rs = &sel->colls[coll][mem];
-    r = &rs->ranges[rs->count - 1];
-    for (size_t i = 0; i < rs->count; i++) {
-        if (bytes < rs->ranges[i].hi) {
-            r = &rs->ranges[i];
-            break;
-        }
-    }
     /*
      * Calls of several threads may race to the first use: one of them logs.
      * The table is shared and otherwise read-only, hence the builtins on a
