@@ -493,12 +493,10 @@ static chorus_status_t store_status_prepare(chorus__store_t *st, store_conn_t *c
         .seq = c->query_seq, .size = (uint32_t)st->size, .joined = st->joined_set,
         .elapsed_ms = (uint32_t)fmin(4e9, (chorus__now() - st->started) * 1e3)};
 
-    if (c->status_msg == NULL) {
-        /* The size is fixed once a rank is admitted: one buffer serves every answer. */
-        c->status_msg = malloc(CHORUS_BOOT_HEADER + chorus__boot_status_len(status.size));
-        if (c->status_msg == NULL)
-            return CHORUS_ERR_NO_MEMORY;
-    }
+    free(c->status_msg);
+    c->status_msg = malloc(CHORUS_BOOT_HEADER + chorus__boot_status_len(status.size));
+    if (c->status_msg == NULL)
+        return CHORUS_ERR_NO_MEMORY;
     c->status_len = chorus__boot_status_encode(c->status_msg, &keys, &status);
     c->status_off = 0;
     c->query_pending = 0;
@@ -541,9 +539,15 @@ static void store_conn_write(chorus__store_t *st, store_conn_t *c)
         }
         if (sent == 0)
             return;
-        if (c->status_off < c->status_len)
+        if (c->status_off < c->status_len) {
             c->status_off += sent;
-        else if (c->out_off < c->out_len)
+            if (c->status_off == c->status_len) {
+                /* Answers are rare and each holds a bit per rank: keep none between them. */
+                free(c->status_msg);
+                c->status_msg = NULL;
+                c->status_len = c->status_off = 0;
+            }
+        } else if (c->out_off < c->out_len)
             c->out_off += sent;
         else
             c->blobs_off += sent;
@@ -714,7 +718,7 @@ static int store_prepare_poll(chorus__store_t *st, double now)
         store_conn_t *c = st->conns[i];
         short events = c->state == CONN_RESULT ? 0 : POLLIN;
         if (c->out_off < c->out_len || c->state == CONN_RESULT ||
-            c->status_off < c->status_len || c->query_pending)
+            c->status_off < c->status_len || (c->state == CONN_JOINED && c->query_pending))
             events |= POLLOUT;
         st->pfds[i + 1].fd = c->fd;
         st->pfds[i + 1].events = events;
