@@ -135,6 +135,8 @@ static size_t json_escape(json_reader_t *r, char *out)
             return 0;
         if (low >= 0xdc00 && low < 0xe000)
             code = 0x10000 + ((code - 0xd800) << 10) + (low - 0xdc00);
+        else
+            r->pos -= 6;    /* not a pair: that escape is a character of its own */
     }
     if (code == 0) {
         json_fail(r, "a string holds a NUL character");

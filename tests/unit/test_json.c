@@ -58,6 +58,10 @@ Test(json, decodes_escapes)
 
     cr_expect_str_eq(v->string, "q\" b\\ s/ \n\t \xc3\xa9 \xf0\x9f\x98\x80");
     chorus__json_free(v);
+    /* A high surrogate followed by another escape: that escape is kept. */
+    v = parse_ok("\"\\ud800\\u0041\"");
+    cr_expect(strstr(v->string, "A") != NULL, "the escape after a lone surrogate was lost");
+    chorus__json_free(v);
 }
 
 Test(json, says_where_the_text_went_wrong)
