@@ -328,6 +328,10 @@ int main(int argc, char **argv)
         size_t len = strcspn(argv[i], "=");
         int known = strncmp(argv[i], "--", 2) != 0;
 
+        if (strcmp(argv[i], "-o") == 0 || strcmp(argv[i], "--output") == 0) {
+            i++;    /* its value is a file name, whatever it looks like */
+            continue;
+        }
         for (const struct option *o = longopts; !known && o->name != NULL; o++)
             known = len == strlen(o->name) + 2 && strncmp(argv[i] + 2, o->name, len - 2) == 0;
         if (!known) {
