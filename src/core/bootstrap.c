@@ -152,20 +152,23 @@ static void store_conn_close(chorus__store_t *st, store_conn_t *c)
 }
 
 /*
- * Reads and discards what the peer sent (a QUERY, most likely) before the
- * socket is closed: closing with unread data would reset the connection and
- * could destroy what is still queued for the peer.
+ * Reads and discards what the peer sent (a QUERY, most likely), up to 16 KiB
+ * a time, so that a close does not reset the connection over unread data and
+ * destroy what is still queued for the peer. Returns -1 once the peer has
+ * closed or the socket failed, else 0.
  */
-static void store_conn_discard_input(store_conn_t *c)
+static int store_conn_discard_input(store_conn_t *c)
 {
     uint8_t scrap[256];
     size_t got;
 
     for (int i = 0; i < 64; i++) {
-        if (chorus__sock_recv_some(c->fd, scrap, sizeof(scrap), &got) != CHORUS_OK ||
-            got == 0)
-            return;
+        if (chorus__sock_recv_some(c->fd, scrap, sizeof(scrap), &got) != CHORUS_OK)
+            return -1;
+        if (got == 0)
+            break;
     }
+    return 0;
 }
 
 /* A refusal's grace: a share of the timeout within fixed bounds (bootstrap.h). */
@@ -209,7 +212,7 @@ static void store_drop(chorus__store_t *st, store_conn_t *c, chorus_status_t sta
         return;
     }
     (void)chorus__sock_send_some(c->fd, msg, len, &sent);
-    store_conn_discard_input(c);
+    (void)store_conn_discard_input(c);
     store_conn_close(st, c);
 }
 
@@ -573,15 +576,8 @@ static void store_conn_write(chorus__store_t *st, store_conn_t *c)
 /* A lingering connection: discard what the client sends until it closes. */
 static void store_conn_linger_event(chorus__store_t *st, store_conn_t *c)
 {
-    uint8_t scrap[256];
-    size_t got;
-
-    do {
-        if (chorus__sock_recv_some(c->fd, scrap, sizeof(scrap), &got) != CHORUS_OK) {
-            store_conn_close(st, c);
-            return;
-        }
-    } while (got > 0);
+    if (store_conn_discard_input(c) != 0)
+        store_conn_close(st, c);
 }
 
 /* An admitted rank's QUERY, complete in c->query: authenticate it and queue the answer. */
