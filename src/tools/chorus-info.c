@@ -271,7 +271,7 @@ static int parse_args(int argc, char **argv, info_opts_t *o)
             rc = set_mode(o, INFO_TUNE, a);
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             rc = set_mode(o, INFO_HELP, a);
-        } else if (tool_version_requested(a)) {
+        } else if (!strcmp(a, "--version")) {
             rc = set_mode(o, INFO_VERSION, a);
         } else if (!strcmp(a, "-n") || !strcmp(a, "--nodes")) {
             if (i + 1 >= argc)

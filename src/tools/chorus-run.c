@@ -75,7 +75,7 @@ int main(int argc, char **argv)
         } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             usage(stdout);
             return 0;
-        } else if (tool_version_requested(a)) {
+        } else if (!strcmp(a, "--version")) {
             tool_version_print(stdout, "chorus-run", NULL);
             return 0;
         } else if (strcmp(a, "-p") == 0 || strcmp(a, "--prefix") == 0) {

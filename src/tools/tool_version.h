@@ -14,9 +14,6 @@
 
 #include <stdio.h>
 
-/* 1 when arg is "--version", else 0. */
-int tool_version_requested(const char *arg);
-
 /*
  * Prints the version lines of the tool named prog to out; lib_version is
  * chorus_version_string() for a tool that loads the library, else NULL.
