@@ -175,9 +175,13 @@ chorus_status_t chorus_comm_dup(chorus_comm_t comm, chorus_comm_t *newcomm_p);
  */
 typedef struct {
     size_t struct_size;
-    uint32_t flags;     /* reserved, must be 0 */
+    uint32_t flags;     /* CHORUS_FLAG_*: only chorus_fc_weight_grad takes any; else 0 */
     int priority;       /* reserved, must be 0 */
 } chorus_opts_t;
+
+/* chorus_fc_weight_grad's strategy, forced (at most one; every rank must agree). */
+#define CHORUS_FLAG_FC_LATE      0x1u   /* gather the inputs and errors, multiply locally */
+#define CHORUS_FLAG_FC_ALLREDUCE 0x2u   /* multiply locally, allreduce the gradient */
 
 #define CHORUS_OPTS_INIT { sizeof(chorus_opts_t), 0, 0 }
 
@@ -260,6 +264,27 @@ chorus_status_t chorus_barrier(chorus_comm_t comm, const chorus_opts_t *opts);
 chorus_status_t chorus_ibarrier(chorus_comm_t comm, const chorus_opts_t *opts,
                                 chorus_request_t *req_p);
 
+/* ---- fully-connected layers ---------------------------------------------- */
+
+/*
+ * The weight gradient of a fully-connected layer: grad (out_features x
+ * in_features, row-major) = sum over ranks of e^T x, on every rank, with the
+ * same bits everywhere. x: rows x in_features, e: rows x out_features,
+ * row-major; rows may differ between ranks (0 included). dtype: float32,
+ * float64, or float16/bfloat16 (accumulated in float32). chorus chooses per
+ * call between allreducing the gradient and gathering x and e to multiply
+ * locally ("late"), by its cost model; CHORUS_FLAG_FC_* in opts->flags or
+ * CHORUS_TUNE=fc_weight_grad=late|allreduce force one. chorus_fc_weight_grad(3).
+ */
+chorus_status_t chorus_fc_weight_grad(const void *x, const void *e, size_t rows,
+                                      size_t in_features, size_t out_features,
+                                      chorus_dtype_t dtype, void *grad, chorus_comm_t comm,
+                                      const chorus_opts_t *opts);
+chorus_status_t chorus_ifc_weight_grad(const void *x, const void *e, size_t rows,
+                                       size_t in_features, size_t out_features,
+                                       chorus_dtype_t dtype, void *grad, chorus_comm_t comm,
+                                       const chorus_opts_t *opts, chorus_request_t *req_p);
+
 /* ---- requests ----------------------------------------------------------- */
 
 /* Waits (bounded by the communicator's timeout); returns the operation's status. */
@@ -268,8 +293,9 @@ chorus_status_t chorus_request_wait(chorus_request_t req);
 chorus_status_t chorus_request_test(chorus_request_t req, int *done_p);
 /* Waits for completion if needed, then releases the request. NULL is allowed. */
 chorus_status_t chorus_request_free(chorus_request_t req);
-/* The name of the algorithm that serves the operation ("ring", "hier", "shm", ...);
- * a static string, valid after the request is freed. NULL for a NULL request. */
+/* The name of the algorithm that serves the operation ("ring", "hier", "shm", ...;
+ * for chorus_ifc_weight_grad "late" or "allreduce" once complete, "fc_weight_grad"
+ * before); a static string, valid after the request is freed. NULL for a NULL request. */
 const char *chorus_request_algorithm(chorus_request_t req);
 
 #ifdef __cplusplus

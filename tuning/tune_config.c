@@ -38,6 +38,14 @@ static const chorus__config_var_t tune_config_vars[] = {
         .offset = offsetof(tune_config_t, reduce_gbs),
     },
     {
+        .name = "CHORUS_FC_BLOCKS",
+        .default_value = "0",
+        .help = "chorus_fc_weight_grad, late-multiply: row blocks whose gathers are pipelined "
+                "with their products, 1 to 64; 0: the cost model chooses (1 to 8)",
+        .parse = chorus__config_parse_int,
+        .offset = offsetof(tune_config_t, fc_blocks),
+    },
+    {
         .name = "CHORUS_TUNE_NET_ALPHA_US",
         .default_value = "50",
         .help = "cost model, ranks on several nodes: latency of one message between nodes, "

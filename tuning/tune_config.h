@@ -16,7 +16,11 @@ typedef struct {
     double reduce_gbs;          /* CHORUS_TUNE_REDUCE_GBS */
     double net_alpha_us;        /* CHORUS_TUNE_NET_ALPHA_US */
     double net_bandwidth_gbs;   /* CHORUS_TUNE_NET_BANDWIDTH_GBS */
+    int fc_blocks;              /* CHORUS_FC_BLOCKS; 0: the cost model chooses */
 } tune_config_t;
+
+/* Most row blocks CHORUS_FC_BLOCKS may ask for. */
+#define TUNE_FC_BLOCKS_MAX 64
 
 extern const chorus__config_table_t tune_config_table;
 

@@ -180,6 +180,9 @@ long coll_sched_join(coll_sched_t *s, const long *deps, size_t n);
 /* A step that completes once every step from first to the current end has (see above). */
 long coll_sched_join_since(coll_sched_t *s, long first);
 
+/* 1 once step idx has completed (the executor ran it); a negative idx counts as done. */
+int coll_sched_step_done(const coll_sched_t *s, long idx);
+
 /*
  * The executor, through the port and tag base given by coll_sched_bind.
  * Returns 1 when the schedule is complete, 0 when it is still running, or

@@ -311,6 +311,11 @@ long coll_sched_join(coll_sched_t *s, const long *deps, size_t n)
     return out;
 }
 
+int coll_sched_step_done(const coll_sched_t *s, long idx)
+{
+    return idx < 0 || ((size_t)idx < s->nsteps && s->steps[idx].state == STEP_DONE);
+}
+
 long coll_sched_join_since(coll_sched_t *s, long first)
 {
     long *sinks, out;

@@ -222,10 +222,11 @@ const coll_alg_t *coll_select_call(coll_select_t *sel, coll_type_t coll, coll_me
 /* ---- overrides ----------------------------------------------------------- */
 
 typedef struct {
-    coll_type_t coll;
+    coll_type_t coll;           /* COLL_TYPE_COUNT: the fc_weight_grad item */
     const coll_alg_t *alg;
     size_t lo;
     size_t hi;
+    coll_fc_strategy_t fc;
 } select_override_t;
 
 static char *trim(char *s)
@@ -313,10 +314,19 @@ static chorus_status_t parse_item(const coll_select_t *sel, char *item, select_o
         *at = '\0';
     item = trim(item);
     alg = trim(alg);
+    if (strcasecmp(item, "fc_weight_grad") == 0) {
+        ov->coll = COLL_TYPE_COUNT;
+        ov->fc = coll_fc_strategy_from_name(alg);
+        if (ov->fc == COLL_FC_STRATEGY_COUNT || at != NULL) {
+            snprintf(why, len, "fc_weight_grad takes late, allreduce or auto, with no range");
+            return CHORUS_ERR_INVALID_ARG;
+        }
+        return CHORUS_OK;
+    }
     ov->coll = coll_type_from_name(item);
     if (ov->coll == COLL_TYPE_COUNT) {
         list_names(sel, COLL_TYPE_COUNT, names, sizeof(names));
-        snprintf(why, len, "unknown collective '%s' (one of %s)", item, names);
+        snprintf(why, len, "unknown collective '%s' (one of %s, fc_weight_grad)", item, names);
         return CHORUS_ERR_INVALID_ARG;
     }
     ov->alg = find_candidate(sel, ov->coll, alg);
@@ -432,6 +442,7 @@ static chorus_status_t apply_overrides(coll_select_t *sel, const select_override
                                        size_t nov)
 {
     coll_ranges_t work[COLL_TYPE_COUNT] = {{0}};
+    coll_fc_strategy_t fc = sel->fc;
     chorus_status_t status = CHORUS_OK;
 
     for (int c = 0; c < COLL_TYPE_COUNT && status == CHORUS_OK; c++) {
@@ -445,8 +456,14 @@ static chorus_status_t apply_overrides(coll_select_t *sel, const select_override
         else
             memcpy(work[c].ranges, r->ranges, bytes);
     }
-    for (size_t i = 0; i < nov && status == CHORUS_OK; i++)
-        status = apply_override(sel, &ovs[i], &work[ovs[i].coll]);
+    for (size_t i = 0; i < nov && status == CHORUS_OK; i++) {
+        if (ovs[i].coll == COLL_TYPE_COUNT)
+            fc = ovs[i].fc;
+        else
+            status = apply_override(sel, &ovs[i], &work[ovs[i].coll]);
+    }
+    if (status == CHORUS_OK)
+        sel->fc = fc;
     for (int c = 0; c < COLL_TYPE_COUNT; c++) {
         if (status == CHORUS_OK) {
             free(sel->colls[c][COLL_MEM_HOST].ranges);

@@ -13,6 +13,7 @@
 #include <stdio.h>
 
 #include "coll/coll.h"
+#include "coll/fc.h"
 
 /* Upper bound of the last range of every collective. */
 #define COLL_SIZE_INF SIZE_MAX
@@ -42,6 +43,8 @@ typedef struct {
     const coll_alg_t *cands[COLL_TYPE_COUNT][COLL_CANDIDATES_MAX];
     int ncands[COLL_TYPE_COUNT];
     coll_ranges_t colls[COLL_TYPE_COUNT][COLL_MEM_TYPE_COUNT];
+    coll_fc_strategy_t fc;      /* chorus_fc_weight_grad's strategy: CHORUS_TUNE's, else auto */
+    int fc_blocks;              /* its row blocks (CHORUS_FC_BLOCKS); 0: the model's */
 } coll_select_t;
 
 /*
@@ -59,7 +62,8 @@ void coll_select_destroy(coll_select_t *sel);
  * Apply overrides to the host memory tables: comma-separated items
  * "coll=alg" or "coll=alg@lo-hi", covering [lo, hi) bytes (coll_args_bytes;
  * K, M, G suffixes; an empty hi means no bound), e.g.
- * "allreduce=rd@0-64K,broadcast=chain". Later items win over earlier ones
+ * "allreduce=rd@0-64K,broadcast=chain"; and "fc_weight_grad=late|allreduce|auto"
+ * (no range), chorus_fc_weight_grad's strategy. Later items win over earlier ones
  * where they overlap. Every item is checked before any is applied: a bad
  * one is logged with its text and returns CHORUS_ERR_INVALID_ARG, leaving
  * the table as it was. NULL or "" changes nothing.

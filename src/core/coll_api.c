@@ -12,7 +12,8 @@
 #include "util/log.h"
 #include "util/mem_bound.h"
 
-static chorus_status_t check_opts(const chorus_opts_t *opts, char *why, size_t why_len)
+chorus_status_t chorus__check_opts(const chorus_opts_t *opts, uint32_t allowed, char *why,
+                                   size_t why_len)
 {
     size_t covered;
 
@@ -24,9 +25,10 @@ static chorus_status_t check_opts(const chorus_opts_t *opts, char *why, size_t w
         return CHORUS_ERR_INVALID_ARG;
     }
     covered = opts->struct_size;
-    if (covered >= offsetof(chorus_opts_t, flags) + sizeof(opts->flags) && opts->flags != 0) {
-        snprintf(why, why_len, "invalid argument opts->flags=0x%x: no flags are defined",
-                 opts->flags);
+    if (covered >= offsetof(chorus_opts_t, flags) + sizeof(opts->flags) &&
+        (opts->flags & ~allowed) != 0) {
+        snprintf(why, why_len, "invalid argument opts->flags=0x%x: %s", opts->flags,
+                 allowed ? "a flag this call does not take" : "this call takes no flags");
         return CHORUS_ERR_INVALID_ARG;
     }
     if (covered >= offsetof(chorus_opts_t, priority) + sizeof(opts->priority) &&
@@ -98,7 +100,7 @@ static chorus_status_t check_args(chorus_comm_t comm, const coll_args_t *a,
                  "being the in-place layout", a->sendbuf, a->recvbuf);
         return CHORUS_ERR_INVALID_ARG;
     }
-    return check_opts(opts, why, why_len);
+    return chorus__check_opts(opts, 0, why, why_len);
 }
 
 /*

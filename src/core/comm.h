@@ -31,6 +31,7 @@ struct chorus_request {
     chorus_comm_t comm;
     chorus__task_t *task;
     coll_args_t args;           /* the call, for reports */
+    const char *call;           /* its name, for reports: the collective's, "fc_weight_grad" */
     const char *alg_name;
     const char *via;            /* who serves it, for the trace (set only while tracing) */
     uint64_t seq;               /* the call's number on its communicator */
@@ -117,6 +118,22 @@ chorus_status_t chorus__comm_setup_min(chorus_comm_t comm, const int32_t *mine,
  */
 chorus_status_t chorus__call(chorus_comm_t comm, const coll_args_t *args, int blocking,
                              chorus_request_t *req_p);
+/*
+ * Post a call whose task make() builds (called under the post lock, with the
+ * call's tag base) rather than the selection's algorithm: call names it in
+ * reports, args describes it there. Queued for the progress thread.
+ */
+typedef chorus_status_t (*chorus__call_maker_fn)(chorus_comm_t comm, void *arg,
+                                                 uint64_t tag_base, chorus__task_t **task_p);
+chorus_status_t chorus__call_made(chorus_comm_t comm, const char *call, const coll_args_t *args,
+                                  chorus__call_maker_fn make, void *make_arg,
+                                  chorus_request_t *req_p);
+/*
+ * The checks of opts: struct_size, flags outside allowed, priority. Writes
+ * why and returns CHORUS_ERR_INVALID_ARG when one fails.
+ */
+chorus_status_t chorus__check_opts(const chorus_opts_t *opts, uint32_t allowed, char *why,
+                                   size_t why_len);
 /*
  * A call refused here for its arguments (why: the reason, as logged) takes
  * its sequence number and tells the other ranks (refusal.h); returns

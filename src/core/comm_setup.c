@@ -242,11 +242,18 @@ static chorus_status_t setup_tune(chorus_comm_t comm)
 
     if (status == CHORUS_OK)
         status = tune_model_from_config(&tcfg, comm->ctx->cfg.chunk_bytes, &comm->model);
+    if (status == CHORUS_OK && (tcfg.fc_blocks < 0 || tcfg.fc_blocks > TUNE_FC_BLOCKS_MAX)) {
+        chorus_error("invalid CHORUS_FC_BLOCKS %d: must be 0 to %d", tcfg.fc_blocks,
+                     TUNE_FC_BLOCKS_MAX);
+        status = CHORUS_ERR_INVALID_ARG;
+    }
     if (status != CHORUS_OK)
         return status;
     comm->env.model = &comm->model;
     comm->env.cores = comm->cores;
     status = coll_select_create(&comm->env, tcfg.tune.s, &comm->select);
+    if (status == CHORUS_OK)
+        comm->select->fc_blocks = tcfg.fc_blocks;
     if (status == CHORUS_OK && comm->rank == 0 && chorus_log_enabled(CHORUS_LOG_DEBUG))
         setup_log_tune(comm);
     return status;

@@ -45,8 +45,8 @@ const char *chorus__trace_task(chorus_comm_t comm, chorus__task_t *task, const c
     return comm->trace_via;
 }
 
-void chorus__trace_call(chorus_comm_t comm, const coll_args_t *args, const char *alg,
-                        const char *via, uint64_t seq, int setup, double start,
+void chorus__trace_call(chorus_comm_t comm, const char *call, const coll_args_t *args,
+                        const char *alg, const char *via, uint64_t seq, int setup, double start,
                         chorus_status_t status)
 {
     char name[CHORUS__TRACE_NAME_MAX], text[CHORUS__TRACE_ARGS_MAX], root[24] = "";
@@ -54,7 +54,7 @@ void chorus__trace_call(chorus_comm_t comm, const coll_args_t *args, const char 
     int rooted = args->coll == COLL_BROADCAST || args->coll == COLL_REDUCE;
     uint32_t tid = setup ? comm->space | CHORUS__SPACE_SETUP : comm->space;
 
-    snprintf(name, sizeof(name), "%s%s", setup ? "setup " : "", coll_type_name(args->coll));
+    snprintf(name, sizeof(name), "%s%s", setup ? "setup " : "", call);
     if (rooted)
         snprintf(root, sizeof(root), ",\"root\":%d", args->root);
     snprintf(text, sizeof(text), "\"seq\":%llu,\"comm\":%u,\"bytes\":%zu,\"count\":%zu,"

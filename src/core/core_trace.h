@@ -21,10 +21,10 @@ void chorus__trace_comm_ready(chorus_comm_t comm);
 const char *chorus__trace_task(chorus_comm_t comm, chorus__task_t *task, const coll_alg_t *alg,
                                int setup);
 
-/* A call that ran from start until now with status: one slice with its arguments. */
-void chorus__trace_call(chorus_comm_t comm, const coll_args_t *args, const char *alg,
-                        const char *via, uint64_t seq, int setup, double start,
-                        chorus_status_t status);
+/* A call (named call) that ran from start until now with status: one slice with its arguments. */
+void chorus__trace_call(chorus_comm_t comm, const char *call, const coll_args_t *args,
+                        const char *alg, const char *via, uint64_t seq, int setup,
+                        double start, chorus_status_t status);
 
 /* A fault or error of ctx (what: "fault", "timeout", "abort"): an instant, then the file. */
 void chorus__trace_fault(chorus__ctx_t *ctx, uint32_t tid, const char *what, const char *msg);

@@ -107,7 +107,7 @@ static void progress_report(chorus_request_t req, chorus_status_t status)
     if (req->task->failed_peer >= 0)
         snprintf(peer, sizeof(peer), " with peer %d", req->task->failed_peer);
     snprintf(text, sizeof(text), "rank %d: %s%s #%llu (%s, %zu x %s) failed%s: %s",
-             req->comm->rank, req->setup ? "setup " : "", coll_type_name(a->coll),
+             req->comm->rank, req->setup ? "setup " : "", req->call,
              (unsigned long long)req->seq, req->alg_name, a->count,
              chorus_dtype_name(a->dtype), peer, chorus_status_string(status));
     chorus_error("%s", text);
@@ -171,7 +171,7 @@ static int progress_timed_out(chorus_request_t req)
 
     snprintf(text, sizeof(text), "rank %d: %s%s #%llu of %zu x %s timed out after %.1f s "
              "(CHORUS_TIMEOUT); a peer is dead, stalled or called another collective",
-             req->comm->rank, req->setup ? "setup " : "", coll_type_name(req->args.coll),
+             req->comm->rank, req->setup ? "setup " : "", req->call,
              (unsigned long long)req->seq, req->args.count,
              chorus_dtype_name(req->args.dtype), req->comm->ctx->cfg.timeout_s);
     chorus_error("%s", text);

@@ -51,6 +51,7 @@ static chorus_request_t request_new(chorus_comm_t comm, const coll_args_t *args,
         return NULL;
     req->comm = comm;
     req->args = *args;
+    req->call = coll_type_name(args->coll);
     req->alg_name = alg_name;
     req->via = via;
     req->task = task;
@@ -77,12 +78,16 @@ static void request_enqueue_locked(chorus__ctx_t *ctx, chorus_request_t req)
 void chorus__request_complete(chorus_request_t req, chorus_status_t status)
 {
     chorus__ctx_t *ctx = req->comm->ctx;
+    const char *served;
     int orphaned;
 
+    served = chorus__task_served_by(req->task);
+    if (served != NULL)
+        req->alg_name = served;
     chorus__task_finalize(req->task);
     if (ctx->trace != NULL)
-        chorus__trace_call(req->comm, &req->args, req->alg_name, req->via, req->seq, req->setup,
-                           req->posted_at, status);
+        chorus__trace_call(req->comm, req->call, &req->args, req->alg_name, req->via, req->seq,
+                           req->setup, req->posted_at, status);
     req->task = NULL;
     pthread_mutex_lock(&ctx->lock);
     req->status = status;
@@ -184,7 +189,8 @@ static chorus_status_t call_inline(chorus_comm_t comm, const coll_args_t *args,
     }
     chorus__task_finalize(task);
     if (ctx->trace != NULL)
-        chorus__trace_call(comm, args, alg->name, via, seq, 0, started, status);
+        chorus__trace_call(comm, coll_type_name(args->coll), args, alg->name, via, seq, 0,
+                           started, status);
     atomic_fetch_sub(&comm->outstanding, 1);
     return status;
 }
@@ -250,6 +256,44 @@ chorus_status_t chorus__call(chorus_comm_t comm, const coll_args_t *args, int bl
     if (alg == NULL)
         return CHORUS_ERR_UNSUPPORTED;
     return call_post(comm, args, alg, blocking, 0, req_p);
+}
+
+chorus_status_t chorus__call_made(chorus_comm_t comm, const char *call, const coll_args_t *args,
+                                  chorus__call_maker_fn make, void *make_arg,
+                                  chorus_request_t *req_p)
+{
+    chorus__ctx_t *ctx = comm->ctx;
+    chorus__task_t *task = NULL;
+    chorus_request_t req = NULL;
+    chorus_status_t status = chorus__ctx_error(ctx);
+    uint64_t seq;
+
+    if (status != CHORUS_OK)
+        return status;
+    pthread_mutex_lock(&comm->post_lock);
+    seq = atomic_load(&comm->next_seq);
+    status = make(comm, make_arg, chorus__tag_base(seq), &task);
+    if (status == CHORUS_OK) {
+        pthread_mutex_lock(&ctx->lock);
+        req = request_new(comm, args, call, NULL, task, seq, 0, chorus__now());
+        if (req != NULL) {
+            req->call = call;
+            request_enqueue_locked(ctx, req);
+        } else {
+            status = CHORUS_ERR_NO_MEMORY;
+        }
+        pthread_mutex_unlock(&ctx->lock);
+    }
+    if (status == CHORUS_OK)
+        (void)chorus__refusal_advance(comm, seq, 0);   /* a peer's refusal fails the context */
+    pthread_mutex_unlock(&comm->post_lock);
+    if (status != CHORUS_OK) {
+        chorus__task_finalize(task);
+        return status;
+    }
+    chorus__progress_wake(ctx);
+    *req_p = req;
+    return CHORUS_OK;
 }
 
 chorus_status_t chorus__call_refused(chorus_comm_t comm, const coll_args_t *args,

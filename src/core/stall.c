@@ -161,7 +161,7 @@ void chorus__stall_notice(chorus_request_t req, double now)
     st->round.deadline = now + STALL_REPLY_S;
     query.round = st->round.id;
     chorus_debug("rank %d: %s #%llu waits for %.1f s; asking every peer how far it is",
-                 comm->rank, coll_type_name(req->args.coll), (unsigned long long)req->seq,
+                 comm->rank, req->call, (unsigned long long)req->seq,
                  now - req->posted_at);
     for (int p = 0; p < st->size; p++) {
         st->peers[p].answered = 0;
@@ -248,7 +248,7 @@ static void stall_report(chorus_comm_t comm, chorus_request_t req, double now)
             missing[nmissing++] = p;
     }
     text_add(&t, "rank %d: %s #%llu (%zu x %s) waiting %.0f s", comm->rank,
-             coll_type_name(req->args.coll), (unsigned long long)req->seq, req->args.count,
+             req->call, (unsigned long long)req->seq, req->args.count,
              chorus_dtype_name(req->args.dtype), now - req->posted_at);
     if (nmissing > 0) {
         text_add(&t, "; ");

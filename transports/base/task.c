@@ -68,6 +68,11 @@ void chorus__task_finalize(chorus__task_t *task)
         task->ops->finalize(task);
 }
 
+const char *chorus__task_served_by(const chorus__task_t *task)
+{
+    return task != NULL && task->ops->served_by != NULL ? task->ops->served_by(task) : NULL;
+}
+
 /* ---- composite tasks ------------------------------------------------------ */
 
 typedef struct {

@@ -52,6 +52,11 @@ typedef struct {
     void (*fail)(chorus__task_t *task, chorus_status_t status);
     /* Free the task and everything it owns. */
     void (*finalize)(chorus__task_t *task);
+    /*
+     * Optional. For a task that chooses how it runs once posted: the name of
+     * what served it (a static string), once over; NULL when it did not choose.
+     */
+    const char *(*served_by)(const chorus__task_t *task);
 } chorus__task_ops_t;
 
 enum { CHORUS__TASK_NEW = 0, CHORUS__TASK_POSTED, CHORUS__TASK_DONE };
@@ -87,6 +92,8 @@ void chorus__task_skip(chorus__task_t *task, chorus_status_t status);
 void chorus__task_fail(chorus__task_t *task, chorus_status_t status);
 /* NULL is allowed. */
 void chorus__task_finalize(chorus__task_t *task);
+/* served_by() where the kind has one, else NULL. */
+const char *chorus__task_served_by(const chorus__task_t *task);
 
 /*
  * Composite tasks: steps run one after the other, each a sub-task (owned by
