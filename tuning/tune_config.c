@@ -12,7 +12,8 @@ static const chorus__config_var_t tune_config_vars[] = {
         .default_value = "",
         .help = "overrides of the algorithm selection: coll=alg[@lo-hi],... with sizes in "
                 "bytes (K, M, G suffixes; an empty hi means no bound), e.g. "
-                "allreduce=rd@0-64K,broadcast=chain; chorus-info prints the table",
+                "allreduce=rd@0-64K,broadcast=chain; chorus-info prints the table; and "
+                "fc_weight_grad=late|allreduce|auto, chorus_fc_weight_grad's strategy",
         .parse = chorus__config_parse_string,
         .offset = offsetof(tune_config_t, tune),
     },

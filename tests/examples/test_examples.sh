@@ -2,9 +2,12 @@
 # A user's program against the installed-style library: under chorus-run -n 5,
 # under torchrun-style variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT),
 # and, when an MPI was found, an MPI program under mpirun -np 4. Then a
-# program that splits its communicator in two halves, under chorus-run -n 5.
+# program that splits its communicator in two halves, under chorus-run -n 5, and
+# one that computes a 1024 x 1024 layer's weight gradient on 4 ranks, by the
+# strategy chorus chooses and by each forced one, against a single-process
+# reference.
 #
-# Environment: HELLO and SPLIT_HALVES (the example binaries), CHORUS_RUN, and
+# Environment: HELLO, SPLIT_HALVES and FC_LAYER (the example binaries), CHORUS_RUN, and
 # optionally MPI_EXAMPLE and MPIRUN.
 set -u
 . "$(dirname "$0")/../lib/checks.sh"
@@ -53,5 +56,19 @@ for line in "rank 0 of 5: half 0, rank 0 of 3, sum 9: ok" \
     check "split_halves prints '$line'" grep -qF "$line" "$TMP/split"
 done
 check "split_halves prints five results" [ "$(grep -c ': ok$' "$TMP/split")" -eq 5 ]
+
+for tune in "" fc_weight_grad=late fc_weight_grad=allreduce; do
+    CHORUS_TUNE=$tune timeout -k 5 120 "$CHORUS_RUN" -n 4 "$FC_LAYER" > "$TMP/fc" 2>&1
+    rc=$?
+    check "fc_layer under chorus-run -n 4${tune:+ with CHORUS_TUNE=$tune} exits 0 (got $rc)" \
+        [ "$rc" -eq 0 ]
+    check "fc_layer: four ranks within the tolerance${tune:+ ($tune)}" \
+        [ "$(grep -c ': ok$' "$TMP/fc")" -eq 4 ]
+    case "$tune" in
+    *=*) check "fc_layer: the forced strategy served (${tune#*=})" \
+             [ "$(grep -c ", ${tune#*=}, " "$TMP/fc")" -eq 4 ] ;;
+    esac
+    [ "$rc" -eq 0 ] || cat "$TMP/fc"
+done
 [ "$FAILED" -eq 0 ] || cat "$TMP/run" "$TMP/split"
 checks_end
