@@ -60,9 +60,11 @@ typedef struct {
 
     chorus_dtype_t acc;         /* what products and the allreduce use */
     size_t wire_es, acc_es;
-    void *acc_buf;              /* out x in of acc: grad, or owned (16-bit) */
+    void *acc_buf;              /* out x in of acc: grad, or acc_mem (16-bit) */
     int acc_owned;
-    float *wide;                /* 16-bit: rows widened for a product (owned) */
+    coll_pool_buf_t acc_mem;    /* 16-bit: the float32 gradient, from the pool */
+    float *wide;                /* 16-bit: rows widened for a product (wide_mem) */
+    coll_pool_buf_t wide_mem;
 
     fc_meta_t mine;
     fc_meta_t *metas;           /* [size] */
@@ -267,6 +269,16 @@ static chorus_status_t fc_agree(fc_task_t *t, double *rate_p)
     return CHORUS_OK;
 }
 
+/* 16-bit: room to widen rows of x and e to float32 for a product. */
+static chorus_status_t fc_widen_room(fc_task_t *t, size_t rows)
+{
+    if (rows == 0)
+        return CHORUS_OK;
+    t->wide_mem = coll_pool_get(t->pool, rows * (t->a.in + t->a.out) * sizeof(float));
+    t->wide = t->wide_mem.mem;
+    return t->wide != NULL ? CHORUS_OK : CHORUS_ERR_NO_MEMORY;
+}
+
 /* ---- late: the gathers --------------------------------------------------- */
 
 /* Rows of rank j in block k. */
@@ -360,8 +372,7 @@ static chorus_status_t fc_late_build(fc_task_t *t)
         if (t->xall == NULL || t->eall == NULL)
             return CHORUS_ERR_NO_MEMORY;
     }
-    if (t->acc_es != t->wire_es && biggest > 0 &&
-        (t->wide = malloc(biggest * (t->a.in + t->a.out) * sizeof(float))) == NULL)
+    if (t->acc_es != t->wire_es && fc_widen_room(t, biggest) != CHORUS_OK)
         return CHORUS_ERR_NO_MEMORY;
     for (int k = 0; k < blocks; k++) {
         if ((status = fc_late_block(t, k)) != CHORUS_OK)
@@ -420,8 +431,7 @@ static chorus_status_t fc_decide(fc_task_t *t)
                  coll_fc_strategy_name(t->choice.strategy), t->choice.late_s,
                  t->choice.blocks, t->choice.allreduce_s);
     if (t->choice.strategy == COLL_FC_ALLREDUCE) {
-        if (t->acc_es != t->wire_es && t->a.rows > 0 &&
-            (t->wide = malloc(t->a.rows * (t->a.in + t->a.out) * sizeof(float))) == NULL)
+        if (t->acc_es != t->wire_es && fc_widen_room(t, t->a.rows) != CHORUS_OK)
             return CHORUS_ERR_NO_MEMORY;
         fc_jobs_start(t, t->acc_owned ? 2 : 1);
         fc_jobs_ready(t, 1);
@@ -526,9 +536,8 @@ static void fc_finalize(chorus__task_t *task)
     chorus__task_finalize(t->allreduce);
     if (t->late != NULL)
         coll_sched_finalize(t->late);
-    if (t->acc_owned)
-        free(t->acc_buf);
-    free(t->wide);
+    coll_pool_put(t->pool, t->acc_mem);
+    coll_pool_put(t->pool, t->wide_mem);
     free(t->metas);
     free(t->rows);
     free(t->piece_first);
@@ -596,7 +605,8 @@ chorus_status_t coll_fc_task_create(const coll_fc_args_t *args, const coll_env_t
     if (t->metas == NULL || t->rows == NULL || t->piece_first == NULL)
         goto fail;
     if (t->acc_es != t->wire_es) {
-        t->acc_buf = malloc(args->in * args->out * t->acc_es);
+        t->acc_mem = coll_pool_get(pool, args->in * args->out * t->acc_es);
+        t->acc_buf = t->acc_mem.mem;
         if (t->acc_buf == NULL)
             goto fail;
         t->acc_owned = 1;
