@@ -397,7 +397,10 @@ static int fc_end(fc_task_t *t, chorus_status_t status)
     return 1;
 }
 
-/* A sub-task's progress: 1 over with OK, 0 running, -1 over with an error (in *status_p). */
+/*
+ * A sub-task's progress: 1 over with OK, 0 running, -1 over with an error
+ * (its status says which), or a fault in *fault_p (then the return is -1 too).
+ */
 static int fc_sub(fc_task_t *t, chorus__task_t *sub, int *fault_p)
 {
     int rc = chorus__task_progress(sub);
