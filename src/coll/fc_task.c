@@ -515,6 +515,18 @@ static int fc_progress(chorus__task_t *task)
     return 1;
 }
 
+/*
+ * The allreduce may run on a node team, whose task polls shared memory: the
+ * progress thread must sleep on that, not on the transports. The other
+ * phases wait for transfers, or for the product thread, which wakes it.
+ */
+static int fc_wait(chorus__task_t *task, unsigned max_us)
+{
+    fc_task_t *t = fc_of(task);
+
+    return t->phase == FC_AR_REDUCE ? chorus__task_wait(t->allreduce, max_us) : 0;
+}
+
 static void fc_skip(chorus__task_t *task, chorus_status_t status)
 {
     fc_end(fc_of(task), status);
@@ -564,6 +576,7 @@ static const chorus__task_ops_t fc_task_ops = {
     .name = "fc_weight_grad",
     .post = fc_post,
     .progress = fc_progress,
+    .wait = fc_wait,
     .skip = fc_skip,
     .fail = fc_fail,
     .finalize = fc_finalize,
