@@ -42,6 +42,7 @@ typedef struct {
      */
     void *set_send[PERF_MAX_SETS], *set_recv[PERF_MAX_SETS];
     int nsets;
+    void *fc_x, *fc_e, *fc_grad; /* fc_weight_grad: for its largest shape, in place of those */
     perf_run_info_t run;   /* version, host, cores, ranks: rank 0's view */
     char host[256], nodes[256];
     FILE *json_f;          /* rank 0 with --json only */
@@ -49,6 +50,7 @@ typedef struct {
     long long wrong_total;
     double busbw_sum;
     long busbw_n;
+    int fc_shapes, fc_faster; /* fc_weight_grad's rows, and those where auto chose the faster */
 } perf_ctx_t;
 
 static double perf_now(void)
@@ -61,7 +63,15 @@ static double perf_now(void)
 /*
  * A failed call leaves the other ranks blocked in the same collective:
  * aborting makes their calls fail too instead of waiting for the timeout.
+ * The caller has said what failed.
  */
+static void perf_abort(perf_ctx_t *c)
+{
+    chorus_comm_abort(c->comm);
+    chorus_comm_destroy(c->comm);
+    exit(1);
+}
+
 static void perf_die(perf_ctx_t *c, const perf_args_t *a, chorus_status_t st)
 {
     const perf_dtype_info_t *info = perf_dtype_info(a->dtype);
@@ -71,9 +81,7 @@ static void perf_die(perf_ctx_t *c, const perf_args_t *a, chorus_status_t st)
             info ? info->name : "?", perf_coll_info(a->coll)->reduces ?
             perf_op_name(a->op) : "none", perf_coll_info(a->coll)->rooted ? a->root : -1,
             chorus_status_string(st));
-    chorus_comm_abort(c->comm);
-    chorus_comm_destroy(c->comm);
-    exit(1);
+    perf_abort(c);
 }
 
 /* Posts one call of a: blocking when req_p is NULL, else non-blocking into *req_p. */
@@ -145,13 +153,13 @@ static void perf_call_or_die(perf_ctx_t *c, const perf_args_t *a, int in_place, 
 }
 
 /* Allreduce of one value used for the results (time, wrong count). */
-static void perf_reduce_one(perf_ctx_t *c, const perf_args_t *a, void *val,
-                            chorus_dtype_t dtype, chorus_op_t op)
+static void perf_reduce_one(perf_ctx_t *c, void *val, chorus_dtype_t dtype, chorus_op_t op)
 {
     chorus_status_t st = chorus_allreduce(val, val, 1, dtype, op, c->comm, NULL);
     if (st != CHORUS_OK) {
-        fprintf(stderr, "chorus-perf: rank %d: allreduce of the results failed\n", c->rank);
-        perf_die(c, a, st);
+        fprintf(stderr, "chorus-perf: rank %d: allreduce of the results failed: %s\n",
+                c->rank, chorus_status_string(st));
+        perf_abort(c);
     }
 }
 
@@ -170,7 +178,7 @@ static double perf_time(perf_ctx_t *c, const perf_args_t *a, int in_place)
     for (int i = 0; i < c->opts->iters; i++)
         perf_call_or_die(c, a, in_place, i % c->nsets);
     us = (perf_now() - t0) * 1e6 / c->opts->iters;
-    perf_reduce_one(c, a, &us, CHORUS_FLOAT64, CHORUS_MAX);
+    perf_reduce_one(c, &us, CHORUS_FLOAT64, CHORUS_MAX);
     return us;
 }
 
@@ -182,7 +190,7 @@ static long long perf_verify(perf_ctx_t *c, const perf_args_t *a, int in_place)
     perf_fill(a, in_place, c->send, c->recv);
     perf_call_or_die(c, a, in_place, 0);
     wrong = (int64_t)perf_check(a, in_place, c->send, c->recv);
-    perf_reduce_one(c, a, &wrong, CHORUS_INT64, CHORUS_SUM);
+    perf_reduce_one(c, &wrong, CHORUS_INT64, CHORUS_SUM);
     return (long long)wrong;
 }
 
@@ -295,6 +303,162 @@ static void perf_run_coll(perf_ctx_t *c, perf_coll_t coll)
     }
 }
 
+/* ---- fc_weight_grad ------------------------------------------------------------- */
+
+static const uint32_t perf_fc_flags[PERF_FC_VARIANTS] = {
+    [PERF_FC_LATE] = CHORUS_FLAG_FC_LATE,
+    [PERF_FC_ALLREDUCE] = CHORUS_FLAG_FC_ALLREDUCE,
+    [PERF_FC_AUTO] = 0,
+};
+
+/* As perf_die, for a call of fc_weight_grad's variant v. */
+static void perf_fc_die(perf_ctx_t *c, const perf_fc_args_t *a, perf_fc_variant_t v,
+                        chorus_status_t st)
+{
+    const perf_dtype_info_t *info = perf_dtype_info(a->dtype);
+
+    fprintf(stderr, "chorus-perf: rank %d: fc_weight_grad (%s) of rows %zu, in %zu, out %zu "
+            "(%s) failed: %s\n", c->rank, perf_fc_variant_name(v), a->rows, a->in, a->out,
+            info ? info->name : "?", chorus_status_string(st));
+    perf_abort(c);
+}
+
+/*
+ * One complete call of variant v; returns the strategy that served it. The
+ * call is non-blocking and waited for, which is what the blocking call does
+ * too, so that every call, timed or not, can say what it chose.
+ */
+static const char *perf_fc_call(perf_ctx_t *c, const perf_fc_args_t *a, perf_fc_variant_t v)
+{
+    chorus_opts_t opts = CHORUS_OPTS_INIT;
+    chorus_request_t req = NULL;
+    const char *name;
+    chorus_status_t st;
+
+    opts.flags = perf_fc_flags[v];
+    st = chorus_ifc_weight_grad(c->fc_x, c->fc_e, a->rows, a->in, a->out, a->dtype,
+                                c->fc_grad, c->comm, &opts, &req);
+    if (st == CHORUS_OK)
+        st = chorus_request_wait(req);
+    if (st != CHORUS_OK)
+        perf_fc_die(c, a, v, st);
+    name = chorus_request_algorithm(req);
+    st = chorus_request_free(req);
+    if (st != CHORUS_OK)
+        perf_fc_die(c, a, v, st);
+    return name;
+}
+
+/*
+ * What auto's calls chose: the first one's answer, or "mixed" once another
+ * differs (the choice is a function of the shapes and of rates measured once
+ * per process, so it should not).
+ */
+static void perf_fc_note_choice(perf_fc_row_t *row, const char *name)
+{
+    if (row->chosen == NULL)
+        row->chosen = name;
+    else if (name == NULL || strcmp(row->chosen, name) != 0)
+        row->chosen = "mixed";
+}
+
+/* One untimed call of v on the check values; the wrong elements of all ranks. */
+static long long perf_fc_verify(perf_ctx_t *c, const perf_fc_args_t *a, perf_fc_variant_t v,
+                                perf_fc_row_t *row)
+{
+    const char *name;
+    int64_t wrong;
+
+    perf_fc_fill(a, c->fc_x, c->fc_e, c->fc_grad);
+    name = perf_fc_call(c, a, v);
+    if (v == PERF_FC_AUTO)
+        perf_fc_note_choice(row, name);
+    wrong = (int64_t)perf_fc_check(a, c->fc_grad);
+    perf_reduce_one(c, &wrong, CHORUS_INT64, CHORUS_SUM);
+    return (long long)wrong;
+}
+
+/*
+ * Warmup, then timed rounds of the variants in turn (late, allreduce, auto,
+ * late, ...), so that drift in the machine affects all of them alike. Every
+ * call starts after a barrier and is timed alone: a rank still finishing one
+ * variant's call does not count against the next one's. Sets row's times to
+ * the slowest rank's average of each variant.
+ */
+static void perf_fc_time(perf_ctx_t *c, const perf_fc_args_t *a, perf_fc_row_t *row)
+{
+    double sum[PERF_FC_VARIANTS] = {0};
+
+    for (int i = -c->opts->warmup; i < c->opts->iters; i++) {
+        for (int v = 0; v < PERF_FC_VARIANTS; v++) {
+            chorus_status_t st = chorus_barrier(c->comm, NULL);
+            const char *name;
+            double t0;
+
+            if (st != CHORUS_OK)
+                perf_fc_die(c, a, (perf_fc_variant_t)v, st);
+            t0 = perf_now();
+            name = perf_fc_call(c, a, (perf_fc_variant_t)v);
+            if (i >= 0)
+                sum[v] += perf_now() - t0;
+            if (v == PERF_FC_AUTO)
+                perf_fc_note_choice(row, name);
+        }
+    }
+    for (int v = 0; v < PERF_FC_VARIANTS; v++) {
+        row->time_us[v] = sum[v] * 1e6 / c->opts->iters;
+        perf_reduce_one(c, &row->time_us[v], CHORUS_FLOAT64, CHORUS_MAX);
+    }
+}
+
+static void perf_fc_run_row(perf_ctx_t *c, const perf_fc_args_t *a)
+{
+    perf_fc_row_t row = {.dtype = a->dtype, .rows = a->rows, .in = a->in, .out = a->out};
+
+    /* As for the collectives: checked before timed, and timed on check values. */
+    for (int v = 0; v < PERF_FC_VARIANTS; v++) {
+        row.wrong[v] = c->opts->check ? perf_fc_verify(c, a, (perf_fc_variant_t)v, &row) : -1;
+        if (row.wrong[v] > 0)
+            c->wrong_total += row.wrong[v];
+    }
+    perf_fc_fill(a, c->fc_x, c->fc_e, c->fc_grad);
+    perf_fc_time(c, a, &row);
+    c->fc_shapes++;
+    c->fc_faster += perf_fc_chose_faster(&row) == 1;
+    if (c->rank == 0) {
+        perf_print_fc_row(stdout, &row);
+        if (c->json_f != NULL)
+            perf_json_fc_row(&c->json, &row);
+    }
+}
+
+/* Every combination of rows, in and out, for each dtype asked for (all: the float ones). */
+static void perf_run_fc(perf_ctx_t *c)
+{
+    const perf_opts_t *o = c->opts;
+    perf_fc_args_t a = {.rank = c->rank, .nranks = c->nranks};
+    int d0 = o->dtype == PERF_ALL ? 0 : o->dtype;
+    int d1 = o->dtype == PERF_ALL ? CHORUS_DTYPE_COUNT - 1 : o->dtype;
+
+    if (c->rank == 0)
+        perf_print_fc_header(stdout, o, &c->run);
+    for (int d = d0; d <= d1; d++) {
+        if (!perf_dtype_info((chorus_dtype_t)d)->is_float)
+            continue;
+        a.dtype = (chorus_dtype_t)d;
+        for (int r = 0; r < o->rows.n; r++) {
+            for (int i = 0; i < o->in.n; i++) {
+                for (int k = 0; k < o->out.n; k++) {
+                    a.rows = o->rows.v[r];
+                    a.in = o->in.v[i];
+                    a.out = o->out.v[k];
+                    perf_fc_run_row(c, &a);
+                }
+            }
+        }
+    }
+}
+
 /* ---- setup ------------------------------------------------------------------ */
 
 static int perf_alloc(perf_ctx_t *c)
@@ -319,6 +483,50 @@ static int perf_alloc(perf_ctx_t *c)
     return 0;
 }
 
+static size_t perf_list_max(const perf_size_list_t *list)
+{
+    size_t max = 0;
+
+    for (int k = 0; k < list->n; k++)
+        max = list->v[k] > max ? list->v[k] : max;
+    return max;
+}
+
+/* a * b * c, or SIZE_MAX where that overflows: no allocation of it succeeds. */
+static size_t perf_mul3(size_t a, size_t b, size_t c)
+{
+    if ((b != 0 && a > SIZE_MAX / b) || (c != 0 && a * b > SIZE_MAX / c))
+        return SIZE_MAX;
+    return a * b * c;
+}
+
+/*
+ * fc_weight_grad's x, e and grad, for its largest shape and dtype. One set,
+ * not rotated: in training, a layer's inputs and errors come warm from the
+ * passes that just computed them.
+ */
+static int perf_alloc_fc(perf_ctx_t *c)
+{
+    const perf_opts_t *o = c->opts;
+    size_t es = o->dtype == PERF_ALL ? sizeof(double) : chorus_dtype_size(o->dtype);
+    size_t rows = perf_list_max(&o->rows), in = perf_list_max(&o->in);
+    size_t out = perf_list_max(&o->out);
+    size_t bytes[3] = {perf_mul3(rows, in, es), perf_mul3(rows, out, es),
+                       perf_mul3(out, in, es)};
+    void **bufs[3] = {&c->fc_x, &c->fc_e, &c->fc_grad};
+
+    for (int k = 0; k < 3; k++) {
+        size_t n = bytes[k] > 0 ? bytes[k] : 1;
+        if (bytes[k] == SIZE_MAX || posix_memalign(bufs[k], 4096, n) != 0) {
+            fprintf(stderr, "chorus-perf: rank %d: cannot allocate x, e and grad for rows %zu, "
+                    "in %zu, out %zu\n", c->rank, rows, in, out);
+            return -1;
+        }
+        memset(*bufs[k], 0, n); /* as in perf_alloc: no page faults in timed calls */
+    }
+    return 0;
+}
+
 /*
  * Every rank allocates its buffers and rank 0 opens the JSON file; then all
  * learn whether every rank succeeded, so that none is left waiting in a
@@ -326,8 +534,8 @@ static int perf_alloc(perf_ctx_t *c)
  */
 static int perf_setup(perf_ctx_t *c)
 {
-    int32_t failed = perf_alloc(c) != 0;
-    perf_args_t none = {.coll = PERF_BARRIER};
+    int32_t failed = (c->opts->coll == PERF_FC_WEIGHT_GRAD ? perf_alloc_fc(c)
+                                                            : perf_alloc(c)) != 0;
 
     if (!failed && c->rank == 0 && c->opts->json_path != NULL) {
         c->json_f = fopen(c->opts->json_path, "w");
@@ -338,7 +546,7 @@ static int perf_setup(perf_ctx_t *c)
             perf_json_begin(&c->json, c->json_f, c->opts, &c->run);
         }
     }
-    perf_reduce_one(c, &none, &failed, CHORUS_INT32, CHORUS_MAX);
+    perf_reduce_one(c, &failed, CHORUS_INT32, CHORUS_MAX);
     return failed ? -1 : 0;
 }
 
@@ -373,10 +581,9 @@ static void perf_run_info(perf_ctx_t *c)
  */
 static void perf_warn_oversubscribed(perf_ctx_t *c)
 {
-    perf_args_t none = {.coll = PERF_BARRIER};
     int32_t excess = c->run.local_size - c->run.cores;
 
-    perf_reduce_one(c, &none, &excess, CHORUS_INT32, CHORUS_MAX);
+    perf_reduce_one(c, &excess, CHORUS_INT32, CHORUS_MAX);
     if (c->rank != 0 || excess <= 0)
         return;
     if (c->run.local_size > c->run.cores)
@@ -391,12 +598,21 @@ static void perf_warn_oversubscribed(perf_ctx_t *c)
 static int perf_finish(perf_ctx_t *c)
 {
     double avg = c->busbw_n > 0 ? c->busbw_sum / (double)c->busbw_n : 0;
+    int fc = c->opts->coll == PERF_FC_WEIGHT_GRAD;
 
     if (c->rank != 0)
         return 0;
-    perf_print_footer(stdout, c->wrong_total, avg, c->opts->check);
+    if (fc)
+        perf_print_fc_footer(stdout, c->wrong_total, c->fc_faster, c->fc_shapes,
+                             c->opts->check);
+    else
+        perf_print_footer(stdout, c->wrong_total, avg, c->opts->check);
     if (c->json_f != NULL) {
-        perf_json_end(&c->json, c->wrong_total, avg, c->opts->check);
+        if (fc)
+            perf_json_fc_end(&c->json, c->wrong_total, c->fc_faster, c->fc_shapes,
+                             c->opts->check);
+        else
+            perf_json_end(&c->json, c->wrong_total, avg, c->opts->check);
         if (fclose(c->json_f) != 0) {
             perror(c->opts->json_path);
             return -1;
@@ -431,10 +647,15 @@ static int perf_main(const perf_opts_t *opts)
     perf_run_info(&c);
     if (perf_setup(&c) != 0)
         goto out_bufs;
-    if (c.rank == 0)
-        printf("# chorus %s on %s (%d cores), %d rotating buffer pair%s per rank\n",
-               c.run.version, c.run.host, c.run.cores, c.nsets, c.nsets == 1 ? "" : "s");
+    if (c.rank == 0) {
+        printf("# chorus %s on %s (%d cores)", c.run.version, c.run.host, c.run.cores);
+        if (opts->coll != PERF_FC_WEIGHT_GRAD)
+            printf(", %d rotating buffer pair%s per rank", c.nsets, c.nsets == 1 ? "" : "s");
+        printf("\n");
+    }
     perf_warn_oversubscribed(&c);
+    if (opts->coll == PERF_FC_WEIGHT_GRAD)
+        perf_run_fc(&c);
     for (int coll = 0; coll < PERF_COLL_COUNT; coll++) {
         if (opts->coll == PERF_ALL || opts->coll == coll)
             perf_run_coll(&c, (perf_coll_t)coll);
@@ -447,6 +668,9 @@ out_bufs:
         free(c.set_send[i]);
         free(c.set_recv[i]);
     }
+    free(c.fc_x);
+    free(c.fc_e);
+    free(c.fc_grad);
 out_comm:
     st = chorus_comm_destroy(c.comm);
     if (st != CHORUS_OK && rc == 0) {

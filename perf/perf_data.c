@@ -145,10 +145,18 @@ void perf_store(chorus_dtype_t dtype, void *buf, size_t idx, int64_t v)
     case CHORUS_UINT32: ((uint32_t *)buf)[idx] = (uint32_t)v; break;
     case CHORUS_INT64: ((int64_t *)buf)[idx] = v; break;
     case CHORUS_UINT64: ((uint64_t *)buf)[idx] = (uint64_t)v; break;
+    /* The check values are far below 2^53: (double)v is exact. */
+    default: perf_store_real(dtype, buf, idx, (double)v); break;
+    }
+}
+
+void perf_store_real(chorus_dtype_t dtype, void *buf, size_t idx, double v)
+{
+    switch (dtype) {
     case CHORUS_FLOAT16: ((uint16_t *)buf)[idx] = perf_float_to_half((float)v); break;
     case CHORUS_BFLOAT16: ((uint16_t *)buf)[idx] = perf_float_to_bf16((float)v); break;
     case CHORUS_FLOAT32: ((float *)buf)[idx] = (float)v; break;
-    case CHORUS_FLOAT64: ((double *)buf)[idx] = (double)v; break;
+    case CHORUS_FLOAT64: ((double *)buf)[idx] = v; break;
     default: break;
     }
 }
@@ -175,6 +183,14 @@ double perf_as_dtype(chorus_dtype_t dtype, int64_t v)
     uint64_t tmp;
 
     perf_store(dtype, &tmp, 0, v);
+    return perf_load(dtype, &tmp, 0);
+}
+
+double perf_real_as_dtype(chorus_dtype_t dtype, double v)
+{
+    uint64_t tmp;
+
+    perf_store_real(dtype, &tmp, 0, v);
     return perf_load(dtype, &tmp, 0);
 }
 
@@ -279,4 +295,79 @@ int64_t perf_copy_value(chorus_dtype_t dtype, int rank, size_t idx)
                           PERF_COPY_PERIOD);
 
     return uns ? t : t - 48;
+}
+
+/* ---- fc_weight_grad check values ---------------------------------------------- */
+
+/* The values repeat every FC_ROW_PERIOD rows of the job; a prime, unlike the columns'. */
+#define FC_ROW_PERIOD 17
+
+int64_t perf_fc_x_value(size_t job_row, size_t i)
+{
+    if (job_row >= PERF_FC_ROWS_MAX)
+        return 0;
+    return (int64_t)((job_row % FC_ROW_PERIOD * 3 + i % PERF_FC_PERIOD_IN * 7) %
+                     FC_ROW_PERIOD) - 8;
+}
+
+int64_t perf_fc_e_value(size_t job_row, size_t o)
+{
+    return (int64_t)((job_row % FC_ROW_PERIOD * 5 + o % PERF_FC_PERIOD_OUT * 4 + 3) %
+                     FC_ROW_PERIOD) - 8;
+}
+
+/*
+ * Below PERF_FC_ROWS_MAX both values depend on the row through its residue
+ * only: each residue's product counts once per row that has it, so a check
+ * costs the same for any number of rows.
+ */
+int64_t perf_fc_expected(size_t total_rows, size_t o, size_t i)
+{
+    size_t n = total_rows < PERF_FC_ROWS_MAX ? total_rows : PERF_FC_ROWS_MAX;
+    int64_t sum = 0;
+
+    for (size_t k = 0; k < FC_ROW_PERIOD; k++) {
+        size_t rows = n / FC_ROW_PERIOD + (k < n % FC_ROW_PERIOD);
+        sum += (int64_t)rows * perf_fc_e_value(k, o) * perf_fc_x_value(k, i);
+    }
+    return sum;
+}
+
+/* rows x cols of buf from value(job_row, column) in eighths, rows from first_row on. */
+static void fc_fill_matrix(chorus_dtype_t dtype, void *buf, size_t first_row, size_t rows,
+                           size_t cols, int64_t (*value)(size_t, size_t))
+{
+    for (size_t r = 0; r < rows; r++) {
+        for (size_t j = 0; j < cols; j++)
+            perf_store_real(dtype, buf, r * cols + j,
+                            (double)value(first_row + r, j) / 8.0);
+    }
+}
+
+void perf_fc_fill(const perf_fc_args_t *a, void *x, void *e, void *grad)
+{
+    size_t first = (size_t)a->rank * a->rows;
+
+    fc_fill_matrix(a->dtype, x, first, a->rows, a->in, perf_fc_x_value);
+    fc_fill_matrix(a->dtype, e, first, a->rows, a->out, perf_fc_e_value);
+    perf_fill_sentinel(a->dtype, grad, a->out * a->in);
+}
+
+size_t perf_fc_check(const perf_fc_args_t *a, const void *grad)
+{
+    /* The gradient repeats with the periods of its columns and rows: look it up. */
+    double want[PERF_FC_PERIOD_OUT][PERF_FC_PERIOD_IN];
+    size_t total = (size_t)a->nranks * a->rows, wrong = 0;
+
+    for (size_t o = 0; o < PERF_FC_PERIOD_OUT; o++) {
+        for (size_t i = 0; i < PERF_FC_PERIOD_IN; i++)
+            want[o][i] = perf_real_as_dtype(a->dtype,
+                                            (double)perf_fc_expected(total, o, i) / 64.0);
+    }
+    for (size_t o = 0; o < a->out; o++) {
+        const double *w = want[o % PERF_FC_PERIOD_OUT];
+        for (size_t i = 0; i < a->in; i++)
+            wrong += perf_load(a->dtype, grad, o * a->in + i) != w[i % PERF_FC_PERIOD_IN];
+    }
+    return wrong;
 }

@@ -5,19 +5,32 @@
 #include <stddef.h>
 
 #define PERF_ALL (-1)
+/* coll: the fc_weight_grad subcommand, which times shapes instead of sizes. */
+#define PERF_FC_WEIGHT_GRAD (-3)
+
+/* Most values of one --rows, --in or --out list. */
+#define PERF_LIST_MAX 16
+
+/* "4,0,1K": sizes, in the order given. */
+typedef struct {
+    size_t v[PERF_LIST_MAX];
+    int n;
+} perf_size_list_t;
 
 typedef struct {
-    int coll;              /* perf_coll_t, or PERF_ALL */
+    int coll;              /* perf_coll_t, PERF_ALL, or PERF_FC_WEIGHT_GRAD */
     size_t minbytes, maxbytes;
     size_t factor;         /* >= 2 */
     int iters, warmup;
     int check;             /* 0 or 1 */
-    int dtype;             /* chorus_dtype_t, or PERF_ALL */
+    int dtype;             /* chorus_dtype_t, or PERF_ALL (fc_weight_grad: the float types) */
     int op;                /* chorus_op_t, or PERF_ALL */
     int root;              /* >= 0, or PERF_ALL */
     int nranks;            /* -np: ranks to spawn; 0: run under the current launcher */
     int np_argi;           /* index of "-np" in argv, 0 when absent */
     const char *json_path; /* NULL: no JSON */
+    /* fc_weight_grad: every combination of rows (per rank), in and out features */
+    perf_size_list_t rows, in, out;
     int help;              /* -h or --help: print the usage, nothing else */
     int version;           /* --version: print the versions, nothing else */
 } perf_opts_t;

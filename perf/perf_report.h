@@ -23,6 +23,32 @@ typedef struct {
     const char *algorithm; /* what the library chose for this size; NULL: unknown */
 } perf_row_t;
 
+/* fc_weight_grad's variants, in the order every iteration runs them. */
+typedef enum {
+    PERF_FC_LATE = 0,      /* CHORUS_FLAG_FC_LATE */
+    PERF_FC_ALLREDUCE,     /* CHORUS_FLAG_FC_ALLREDUCE */
+    PERF_FC_AUTO,          /* no flag: the library's cost model chooses */
+    PERF_FC_VARIANTS
+} perf_fc_variant_t;
+
+/* "late", "allreduce", "auto". */
+const char *perf_fc_variant_name(perf_fc_variant_t v);
+
+/* One fc_weight_grad row: a shape and dtype, each variant's time and check. */
+typedef struct {
+    chorus_dtype_t dtype;
+    size_t rows, in, out;        /* rows per rank */
+    double time_us[PERF_FC_VARIANTS];
+    long long wrong[PERF_FC_VARIANTS]; /* -1: not checked */
+    const char *chosen;          /* what auto's calls chose; NULL: unknown or not one */
+} perf_fc_row_t;
+
+/*
+ * 1 when the strategy auto chose took no longer than the other one, both
+ * forced; 0 when it took longer; -1 when what auto chose is not known.
+ */
+int perf_fc_chose_faster(const perf_fc_row_t *row);
+
 /* What the run is, for the heading and the JSON document: set by rank 0. */
 typedef struct {
     const char *version;   /* the library's, chorus_version_string() */
@@ -47,6 +73,12 @@ void perf_print_skipped(FILE *f, const perf_args_t *a, size_t bytes);
 void perf_print_rounded(FILE *f, const perf_args_t *a, size_t bytes);
 void perf_print_footer(FILE *f, long long wrong_total, double avg_busbw, int checked);
 
+/* fc_weight_grad's table: its heading, one line per row, and the totals after them. */
+void perf_print_fc_header(FILE *f, const perf_opts_t *opts, const perf_run_info_t *run);
+void perf_print_fc_row(FILE *f, const perf_fc_row_t *row);
+void perf_print_fc_footer(FILE *f, long long wrong_total, int faster, int shapes,
+                          int checked);
+
 /* JSON: begin once, one call per row, end once. */
 typedef struct {
     FILE *f;
@@ -57,5 +89,9 @@ void perf_json_begin(perf_json_t *j, FILE *f, const perf_opts_t *opts,
                      const perf_run_info_t *run);
 void perf_json_row(perf_json_t *j, const perf_row_t *row);
 void perf_json_end(perf_json_t *j, long long wrong_total, double avg_busbw, int checked);
+/* fc_weight_grad's rows and end, in place of perf_json_row and perf_json_end. */
+void perf_json_fc_row(perf_json_t *j, const perf_fc_row_t *row);
+void perf_json_fc_end(perf_json_t *j, long long wrong_total, int faster, int shapes,
+                      int checked);
 
 #endif

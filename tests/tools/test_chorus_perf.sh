@@ -2,7 +2,8 @@
 # chorus-perf end to end against the library: output format, JSON, option
 # errors, and every collective, dtype and op at 6 ranks with no wrong element;
 # the sweep's last size, the root and algorithm columns, skipped sizes, the
-# warning for more ranks than cores, and a run under torchrun's variables.
+# warning for more ranks than cores, and a run under torchrun's variables;
+# fc_weight_grad's strategies, choice and checks at 3 ranks, and its options.
 #
 # usage: test_chorus_perf.sh PATH_TO_CHORUS_PERF   (or set CHORUS_PERF)
 set -u
@@ -165,10 +166,74 @@ check "6 ranks: no wrong element" \
     grep -qx '# out-of-place/in-place wrong elements total: 0' "$TMP/np6"
 [ "$FAILED" -eq 0 ] || tail -n 20 "$TMP/np6"
 
+# fc_weight_grad at 3 ranks, under chorus-run as the manual shows it (-np without it):
+# per shape both strategies forced, auto, the choice and whether it was the faster.
+fc3() {
+    if [ -n "${CHORUS_RUN:-}" ] && [ -x "$CHORUS_RUN" ]; then
+        timeout -k 5 120 "$CHORUS_RUN" -n 3 "$PERF" fc_weight_grad "$@"
+    else
+        timeout -k 5 120 "$PERF" fc_weight_grad -np 3 "$@"
+    fi
+}
+fc3 --rows 4,0 --in 16 --out 8 -n 3 --json "$TMP/fc.json" > "$TMP/fc" 2>&1
+rc=$?
+check "fc_weight_grad at 3 ranks exits 0 (got $rc)" [ "$rc" -eq 0 ]
+check "fc_weight_grad: header" grep -q '^# chorus-perf: fc_weight_grad, nranks 3' "$TMP/fc"
+check "fc_weight_grad: the heading names both strategies, auto and the choice" \
+    grep -qE '^# +rows +in +out +type +late +allreduce +auto +#wrong +chosen +faster$' \
+    "$TMP/fc"
+check "fc_weight_grad: one row per shape ($(rows "$TMP/fc"))" [ "$(rows "$TMP/fc")" -eq 2 ]
+for r in 4 0; do
+    check "fc_weight_grad: rows $r: three times, no wrong element, a choice, yes or no" \
+        grep -qE "^ +$r +16 +8 +float32( +[0-9.]+){3} +0 +(late|allreduce) +(yes|no)$" \
+        "$TMP/fc"
+done
+check "fc_weight_grad: no wrong element" \
+    grep -qx '# late/allreduce/auto wrong elements total: 0' "$TMP/fc"
+check "fc_weight_grad: how often auto chose the faster" \
+    grep -qE '^# auto chose the faster strategy for [012] of 2 shapes$' "$TMP/fc"
+[ "$FAILED" -eq 0 ] || cat "$TMP/fc"
+if command -v python3 >/dev/null 2>&1; then
+    python3 - "$TMP/fc.json" "$TMP/fc" <<'EOF'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+assert doc["nranks"] == 3 and doc["wrong_total"] == 0, doc
+assert (doc["rows"], doc["in"], doc["out"]) == ([4, 0], [16], [8]), doc
+assert doc["shapes"] == len(doc["results"]) == 2, doc
+table = [l.split() for l in open(sys.argv[2]) if l.strip() and not l.startswith("#")]
+for r, t in zip(doc["results"], table):
+    assert set(r) == {"collective", "rows", "in", "out", "type", "chosen", "chose_faster",
+                      "late", "allreduce", "auto"}, r
+    assert [r["rows"], r["in"], r["out"], r["type"]] == [int(t[0]), int(t[1]), int(t[2]),
+                                                         t[3]], (r, t)
+    assert r["chosen"] == t[-2] and r["chosen"] in ("late", "allreduce"), (r, t)
+    assert r["chose_faster"] == (t[-1] == "yes"), (r, t)
+    for v in ("late", "allreduce", "auto"):
+        assert r[v]["wrong"] == 0 and r[v]["time_us"] > 0, r
+assert doc["chose_faster_shapes"] == sum(r["chose_faster"] for r in doc["results"]), doc
+EOF
+    check "fc_weight_grad: JSON holds the same rows" [ $? -eq 0 ]
+fi
+# Every dtype it takes, exact also where float16 and bfloat16 must round the gradient.
+perf fc_weight_grad -np 2 --rows 300 --in 5,1 --out 3 -d all -n 1 -w 0 > "$TMP/fcall" 2>&1
+check "fc_weight_grad -d all exits 0 (got $?)" [ $? -eq 0 ]
+check "fc_weight_grad -d all: 2 shapes for each of 4 dtypes" [ "$(rows "$TMP/fcall")" -eq 8 ]
+check "fc_weight_grad -d all: no wrong element" \
+    grep -qx '# late/allreduce/auto wrong elements total: 0' "$TMP/fcall"
+perf fc_weight_grad --rows x 2> "$TMP/err"
+check "fc_weight_grad --rows x gives 2 (got $?)" [ $? -eq 2 ]
+check "fc_weight_grad --rows x: the message names it" grep -q "'x' for --rows" "$TMP/err"
+perf allreduce -np 1 --rows 4 2> "$TMP/err"
+check "--rows with a collective gives 2 (got $?)" [ $? -eq 2 ]
+check "--rows with a collective: the message says why" \
+    grep -q "option --rows applies to fc_weight_grad only" "$TMP/err"
+
 perf broadcast -np 1 -r 5 2> "$TMP/err"
 check "root out of range gives 2 (got $?)" [ $? -eq 2 ]
 check "root error message" grep -q "invalid root 5" "$TMP/err"
-for bad in "allreduce -b 1Q" "gather" "allreduce -np 0" "allreduce -d quad" "" ; do
+for bad in "allreduce -b 1Q" "gather" "allreduce -np 0" "allreduce -d quad" "" \
+           "fc_weight_grad --rows 4," "fc_weight_grad --in 0" "fc_weight_grad --out" \
+           "fc_weight_grad -b 8" "fc_weight_grad -d int32" "fc_weight_grad allreduce"; do
     # shellcheck disable=SC2086
     perf $bad > /dev/null 2>&1
     rc=$?
