@@ -159,7 +159,7 @@ static chorus_status_t coll_start(const char *fn, chorus_comm_t comm, coll_args_
         chorus_error("%s: %s", fn, why);
         /* Without a communicator there is no sequence to keep: the error stays here. */
         if (comm != NULL)
-            (void)chorus__call_refused(comm, a, why);
+            (void)chorus__call_refused(comm, coll_type_name(a->coll), a, why);
         return status;
     }
     status = chorus__call(comm, a, blocking, &req);

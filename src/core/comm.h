@@ -135,12 +135,14 @@ chorus_status_t chorus__call_made(chorus_comm_t comm, const char *call, const co
 chorus_status_t chorus__check_opts(const chorus_opts_t *opts, uint32_t allowed, char *why,
                                    size_t why_len);
 /*
- * A call refused here for its arguments (why: the reason, as logged) takes
- * its sequence number and tells the other ranks (refusal.h); returns
- * CHORUS_ERR_INVALID_ARG once they have been told, or the context's fault.
+ * A call (named call in reports) refused here for its arguments takes its
+ * sequence number and tells the other ranks (refusal.h): why is the reason,
+ * as logged; args->coll names the collective in the notice (COLL_TYPE_COUNT
+ * for a call that is none). Returns CHORUS_ERR_INVALID_ARG once they have
+ * been told, or the context's fault.
  */
-chorus_status_t chorus__call_refused(chorus_comm_t comm, const coll_args_t *args,
-                                     const char *why);
+chorus_status_t chorus__call_refused(chorus_comm_t comm, const char *call,
+                                     const coll_args_t *args, const char *why);
 /* Run an internal call with alg in the setup space and wait for it. */
 chorus_status_t chorus__call_setup(chorus_comm_t comm, const coll_args_t *args,
                                    const coll_alg_t *alg);

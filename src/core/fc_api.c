@@ -156,9 +156,10 @@ static chorus_status_t fc_start(const char *fn, const void *x, const void *e, si
         chorus_error("%s: %s", fn, why);
         if (comm == NULL)
             return status;
-        /* Peers log the reason with no call name of their own: say it is this one. */
+        /* The notice names no collective (peers log "call"): the reason names the call. */
+        report.coll = COLL_TYPE_COUNT;
         snprintf(named, sizeof(named), "fc_weight_grad: %.*s", (int)sizeof(named) - 17, why);
-        return chorus__call_refused(comm, &report, named);
+        return chorus__call_refused(comm, "fc_weight_grad", &report, named);
     }
     a.force = fc_force(comm, opts);
     a.blocks = comm->select->fc_blocks;

@@ -40,10 +40,10 @@ static const coll_alg_t *call_select(chorus_comm_t comm, const coll_args_t *args
     return alg;
 }
 
-static chorus_request_t request_new(chorus_comm_t comm, const coll_args_t *args,
-                                    const char *alg_name, const char *via,
-                                    chorus__task_t *task, uint64_t seq, int setup,
-                                    double posted_at)
+static chorus_request_t request_new(chorus_comm_t comm, const char *call,
+                                    const coll_args_t *args, const char *alg_name,
+                                    const char *via, chorus__task_t *task, uint64_t seq,
+                                    int setup, double posted_at)
 {
     chorus_request_t req = calloc(1, sizeof(*req));
 
@@ -51,7 +51,7 @@ static chorus_request_t request_new(chorus_comm_t comm, const coll_args_t *args,
         return NULL;
     req->comm = comm;
     req->args = *args;
-    req->call = coll_type_name(args->coll);
+    req->call = call;
     req->alg_name = alg_name;
     req->via = via;
     req->task = task;
@@ -73,6 +73,24 @@ static void request_enqueue_locked(chorus__ctx_t *ctx, chorus_request_t req)
         ctx->queue_head = req;
     ctx->queue_tail = req;
     atomic_fetch_add(&req->comm->outstanding, 1);
+}
+
+/* A new request of task, queued for the progress thread, in *req_p. */
+static chorus_status_t request_queue(chorus_comm_t comm, const char *call,
+                                     const coll_args_t *args, const char *alg_name,
+                                     const char *via, chorus__task_t *task, uint64_t seq,
+                                     int setup, chorus_request_t *req_p)
+{
+    chorus__ctx_t *ctx = comm->ctx;
+    chorus_request_t req;
+
+    pthread_mutex_lock(&ctx->lock);
+    req = request_new(comm, call, args, alg_name, via, task, seq, setup, chorus__now());
+    if (req != NULL)
+        request_enqueue_locked(ctx, req);
+    pthread_mutex_unlock(&ctx->lock);
+    *req_p = req;
+    return req != NULL ? CHORUS_OK : CHORUS_ERR_NO_MEMORY;
 }
 
 void chorus__request_complete(chorus_request_t req, chorus_status_t status)
@@ -171,7 +189,8 @@ static chorus_status_t call_inline(chorus_comm_t comm, const coll_args_t *args,
         }
         if (chorus__now() - started > CALL_INLINE_HANDOFF_S) {
             /* The call stays outstanding: the progress thread finishes it. */
-            req = request_new(comm, args, alg->name, via, task, seq, 0, started);
+            req = request_new(comm, coll_type_name(args->coll), args, alg->name, via, task,
+                              seq, 0, started);
             if (req == NULL) {
                 chorus__task_fail(task, CHORUS_ERR_NO_MEMORY);
                 chorus__ctx_fail(ctx, CHORUS_ERR_NO_MEMORY);
@@ -217,15 +236,9 @@ static chorus_status_t call_post(chorus_comm_t comm, const coll_args_t *args,
         /* Nothing else of comm in flight: this thread runs the call. */
         run_here = atomic_compare_exchange_strong(&comm->outstanding, &idle, 1);
     }
-    if (status == CHORUS_OK && !run_here) {
-        pthread_mutex_lock(&ctx->lock);
-        req = request_new(comm, args, alg->name, via, task, seq, setup, chorus__now());
-        if (req != NULL)
-            request_enqueue_locked(ctx, req);
-        else
-            status = CHORUS_ERR_NO_MEMORY;
-        pthread_mutex_unlock(&ctx->lock);
-    }
+    if (status == CHORUS_OK && !run_here)
+        status = request_queue(comm, coll_type_name(args->coll), args, alg->name, via, task,
+                               seq, setup, &req);
     if (status == CHORUS_OK && setup)
         comm->setup_seq++;
     else if (status == CHORUS_OK)
@@ -273,17 +286,8 @@ chorus_status_t chorus__call_made(chorus_comm_t comm, const char *call, const co
     pthread_mutex_lock(&comm->post_lock);
     seq = atomic_load(&comm->next_seq);
     status = make(comm, make_arg, chorus__tag_base(seq), &task);
-    if (status == CHORUS_OK) {
-        pthread_mutex_lock(&ctx->lock);
-        req = request_new(comm, args, call, NULL, task, seq, 0, chorus__now());
-        if (req != NULL) {
-            req->call = call;
-            request_enqueue_locked(ctx, req);
-        } else {
-            status = CHORUS_ERR_NO_MEMORY;
-        }
-        pthread_mutex_unlock(&ctx->lock);
-    }
+    if (status == CHORUS_OK)
+        status = request_queue(comm, call, args, call, NULL, task, seq, 0, &req);
     if (status == CHORUS_OK)
         (void)chorus__refusal_advance(comm, seq, 0);   /* a peer's refusal fails the context */
     pthread_mutex_unlock(&comm->post_lock);
@@ -296,8 +300,8 @@ chorus_status_t chorus__call_made(chorus_comm_t comm, const char *call, const co
     return CHORUS_OK;
 }
 
-chorus_status_t chorus__call_refused(chorus_comm_t comm, const coll_args_t *args,
-                                     const char *why)
+chorus_status_t chorus__call_refused(chorus_comm_t comm, const char *call,
+                                     const coll_args_t *args, const char *why)
 {
     chorus__ctx_t *ctx = comm->ctx;
     chorus__task_t *task = NULL;
@@ -310,22 +314,15 @@ chorus_status_t chorus__call_refused(chorus_comm_t comm, const coll_args_t *args
     pthread_mutex_lock(&comm->post_lock);
     seq = atomic_load(&comm->next_seq);
     status = chorus__refusal_task_create(comm, args, seq, why, &task);
-    if (status == CHORUS_OK) {
-        pthread_mutex_lock(&ctx->lock);
-        req = request_new(comm, args, "refused", NULL, task, seq, 0, chorus__now());
-        if (req != NULL)
-            request_enqueue_locked(ctx, req);
-        else
-            status = CHORUS_ERR_NO_MEMORY;
-        pthread_mutex_unlock(&ctx->lock);
-    }
+    if (status == CHORUS_OK)
+        status = request_queue(comm, call, args, "refused", NULL, task, seq, 0, &req);
     if (status == CHORUS_OK)
         (void)chorus__refusal_advance(comm, seq, 1);
     pthread_mutex_unlock(&comm->post_lock);
     if (status != CHORUS_OK) {
         /* Its peers would wait for a call that never comes: fail them now rather than later. */
         chorus_error("rank %d: no memory to number refused %s #%llu; the communicator fails",
-                     comm->rank, coll_type_name(args->coll), (unsigned long long)seq);
+                     comm->rank, call, (unsigned long long)seq);
         if (req == NULL)
             chorus__task_finalize(task);
         chorus__ctx_fail(ctx, status);
