@@ -3,8 +3,9 @@
  * and chosen by the cost model) at 1-8 ranks, every dtype, uneven rows per
  * rank with 0 rows on some, against a reference every rank computes in
  * float64; the same bits on every rank; two non-blocking calls in flight;
- * ranks that disagree on the call, bad arguments, and a rank killed during
- * the gathers.
+ * the node team's allreduce without sleeps; ranks that disagree on the call,
+ * bad arguments, a call refused on one rank, and a rank killed during the
+ * gathers.
  *
  * Values are multiples of 1/8 in [-1, 1], exact in every dtype, so that
  * every product and sum is exact in float32: float32 and float64 results
@@ -463,6 +464,34 @@ Test(fc, bad_arguments, .timeout = 120)
 
     cr_expect_eq(harness_run(&opts, bad_args, NULL, status, NULL), 0, "exit codes %d %d (%s)",
                  status[0], status[1], rc_help);
+}
+
+/*
+ * A call refused on one rank only (its grad is NULL): every rank returns an
+ * error (the refusal notice fails the others' communicator, whose fault the
+ * refusing rank then sees too: chorus_allreduce(3)), never success and never
+ * a hang.
+ */
+static int refused_on_rank0(chorus_comm_t comm, int rank, int size, void *arg)
+{
+    float x[4 * 8] = {0}, e[4 * 8] = {0}, grad[64];
+    chorus_status_t st;
+
+    (void)size;
+    (void)arg;
+    st = chorus_fc_weight_grad(x, e, 4, 8, 8, CHORUS_FLOAT32, rank == 0 ? NULL : grad, comm,
+                               NULL);
+    (void)rank;
+    return st != CHORUS_OK ? RC_OK : RC_STATUS;
+}
+
+Test(fc, refused_on_one_rank, .timeout = 120)
+{
+    harness_opts_t opts = {.nranks = 3, .timeout_s = 10, .deadline_s = 40, .kill_rank = -1};
+    int status[3];
+
+    cr_expect_eq(harness_run(&opts, refused_on_rank0, NULL, status, NULL), 0,
+                 "exit codes %d %d %d (%s)", status[0], status[1], status[2], rc_help);
 }
 
 /* ---- a rank killed during the gathers ------------------------------------ */
