@@ -117,6 +117,23 @@ chorus_status_t chorus__node_identity(char *out, size_t len)
     return CHORUS_OK;
 }
 
+uint64_t chorus__machine_id(void)
+{
+    char host[NODE_HOST_MAX + 2] = "", boot_id[NODE_BOOT_MAX + 2];
+    uint64_t h = 0xcbf29ce484222325ull;
+
+    if (gethostname(host, sizeof(host)) != 0)
+        host[0] = '\0';
+    host[sizeof(host) - 1] = '\0';
+    node_read_boot_id(boot_id, sizeof(boot_id));
+    for (const char *s = host; *s; s++)
+        h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+    h = (h ^ ':') * 0x100000001b3ull;
+    for (const char *s = boot_id; *s; s++)
+        h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+    return h;
+}
+
 chorus_status_t chorus__local_ranks(const char *const *ids, int size, int rank,
                                     int *local_rank_p, int *local_size_p)
 {

@@ -6,6 +6,7 @@
 #define CHORUS_TOPOLOGY_NODE_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include "chorus.h"
 
 /* Longest identity, with its terminating NUL. */
@@ -26,6 +27,14 @@ chorus_status_t chorus__node_identity(char *out, size_t len);
  */
 void chorus__node_identity_format(const char *host, const char *boot_id, const char *netns,
                                   char *out);
+
+/*
+ * Which machine instance (one kernel: host name and boot id, whatever its
+ * network namespace) this process runs on, as a 64-bit hash: ranks with the
+ * same one share its cores, even where they are different nodes of an
+ * emulated test bed.
+ */
+uint64_t chorus__machine_id(void);
 
 /*
  * Position of rank among the ranks whose identity equals its own, ordered

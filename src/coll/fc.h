@@ -66,7 +66,9 @@ typedef struct {
     size_t in;
     size_t out;
     chorus_dtype_t dtype;
-    double gemm_rate;           /* flop/s of the products, the slowest rank's */
+    double gemm_rate;           /* flop/s of the products on one core, the slowest rank's */
+    int machine_ranks;          /* most ranks on one machine instance (sharing its cores) */
+    int cores;                  /* fewest cores a rank may run on */
 } coll_fc_shape_t;
 
 /* Most row blocks the cost model gives late-multiply. */

@@ -4,7 +4,8 @@
  *
  * Products: 2 * rows * in * out flop at the slowest rank's measured rate,
  * plus one pass over the gradient per product (read and written, priced as
- * the model's reduction rate), the ranks of a node sharing its cores.
+ * the model's reduction rate), the ranks of a machine sharing its cores
+ * (ranks of one kernel, which the nodes of an emulated test bed are too).
  * Allreduce: the product of this rank's rows, then the selection's allreduce
  * of out * in accumulated values. Late: a ring allgather of every rank's
  * rows of x and e (each step as long as the largest piece), overlapped with
@@ -72,14 +73,12 @@ void coll_fc_choose(const coll_fc_shape_t *s, const coll_env_t *env,
     double acc = (double)chorus_dtype_size(coll_fc_acc_dtype(s->dtype));
     double total = 0, max_rows = 0, share, gather;
     int cap;
-    tune_shape_t shape;
 
     for (int j = 0; j < s->size; j++) {
         total += (double)s->rows[j];
         max_rows = (double)s->rows[j] > max_rows ? (double)s->rows[j] : max_rows;
     }
-    coll_price_shape(env, &shape);
-    share = tune_share(shape.local_max > 0 ? shape.local_max : s->size, env->cores);
+    share = tune_share(s->machine_ranks > 0 ? s->machine_ranks : 1, s->cores);
 
     c->allreduce_s = product_s(s, env, max_rows, 1, share);
     if (s->size > 1)

@@ -16,6 +16,7 @@
 
 #include "coll/ring.h"
 #include "reduce/gemm.h"
+#include "topology/node.h"
 #include "util/log.h"
 
 #define FC_TAG_LATE (1u << 30)
@@ -34,8 +35,9 @@ typedef struct {
     uint32_t dtype;
     uint32_t force;
     uint32_t blocks;
-    uint32_t pad;
-    uint64_t rate_bits;         /* the double flop/s of its products */
+    uint32_t cores;             /* it may run on */
+    uint64_t rate_bits;
+    uint64_t machine;           /* chorus__machine_id() */         /* the double flop/s of its products */
 } fc_meta_t;
 
 typedef enum {
@@ -226,12 +228,18 @@ static void fc_meta_fill(fc_task_t *t)
     t->mine.force = htole32((uint32_t)t->a.force);
     t->mine.blocks = htole32((uint32_t)t->a.blocks);
     t->mine.rate_bits = htole64(bits);
+    t->mine.cores = htole32((uint32_t)tune_usable_cores());
+    t->mine.machine = htole64(chorus__machine_id());
 }
 
-/* Every rank checks every shape alike, so every rank fails a call that differs alike. */
-static chorus_status_t fc_agree(fc_task_t *t, double *rate_p)
+/*
+ * Every rank checks every shape alike, so every rank fails a call that
+ * differs alike; and reads the same rates, cores and machines from them.
+ */
+static chorus_status_t fc_agree(fc_task_t *t, coll_fc_shape_t *shape)
 {
     double rate = 0;
+    int cores = 0, most = 0;
 
     for (int j = 0; j < t->a.size; j++) {
         const fc_meta_t *m = &t->metas[j];
@@ -264,8 +272,19 @@ static chorus_status_t fc_agree(fc_task_t *t, double *rate_p)
         memcpy(&r, &bits, sizeof(r));
         if (r > 0 && (rate == 0 || r < rate))
             rate = r;
+        if (cores == 0 || (int)le32toh(m->cores) < cores)
+            cores = (int)le32toh(m->cores);
     }
-    *rate_p = rate;
+    for (int j = 0; j < t->a.size; j++) {
+        int same = 0;
+
+        for (int k = 0; k < t->a.size; k++)
+            same += t->metas[k].machine == t->metas[j].machine;
+        most = same > most ? same : most;
+    }
+    *shape = (coll_fc_shape_t){.size = t->a.size, .rows = t->rows, .in = t->a.in,
+                               .out = t->a.out, .dtype = t->a.dtype, .gemm_rate = rate,
+                               .machine_ranks = most, .cores = cores};
     return CHORUS_OK;
 }
 
@@ -419,13 +438,10 @@ static int fc_sub(fc_task_t *t, chorus__task_t *sub, int *fault_p)
 static chorus_status_t fc_decide(fc_task_t *t)
 {
     coll_fc_shape_t shape;
-    double rate;
-    chorus_status_t status = fc_agree(t, &rate);
+    chorus_status_t status = fc_agree(t, &shape);
 
     if (status != CHORUS_OK)
         return status;
-    shape = (coll_fc_shape_t){.size = t->a.size, .rows = t->rows, .in = t->a.in,
-                              .out = t->a.out, .dtype = t->a.dtype, .gemm_rate = rate};
     for (int j = 0; j < t->a.size; j++)
         t->max_rows = t->rows[j] > t->max_rows ? t->rows[j] : t->max_rows;
     coll_fc_choose(&shape, t->env, t->allreduce_alg, t->a.force, t->a.blocks, &t->choice);

@@ -26,8 +26,10 @@ const char *chorus__gemm_impl(void);
 
 /*
  * This process's rate of chorus__gemm_atb in flop/s for dtype (float32 or
- * float64), measured on first use with a product that fits the caches and
- * cached; 0 for any other dtype.
+ * float64) on a core of its own, measured on first use with a product that
+ * fits the caches (the best of a few short windows, so that processes
+ * sharing the cores at that moment do not lower it) and cached; 0 for any
+ * other dtype.
  */
 double chorus__gemm_rate(chorus_dtype_t dtype);
 
