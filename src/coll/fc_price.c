@@ -7,8 +7,8 @@
  * the model's reduction rate), the ranks of a machine sharing its cores
  * (ranks of one kernel, which the nodes of an emulated test bed are too).
  * Allreduce: the product of this rank's rows, then the selection's allreduce
- * of out * in accumulated values. Late: a ring allgather of every rank's
- * rows of x and e (each step as long as the largest piece), overlapped with
+ * of out * in accumulated values. Late: ring allgathers of every rank's rows
+ * of x and of e (each step as long as the largest piece), overlapped with
  * the products of all rows: with b blocks only the shorter of the two is
  * hidden but for its first block, and each block adds a pass over the
  * gradient and two messages per ring step.
@@ -87,9 +87,12 @@ void coll_fc_choose(const coll_fc_shape_t *s, const coll_env_t *env,
                                                (size_t)((double)s->in * (double)s->out * acc))
                               : INFINITY;
 
+    /* Two rings, x's and e's, each with its own messages. */
     gather = s->size > 1 ? coll_alg_price(&coll_ring_allgather, env,
-                                          (size_t)(s->size * max_rows *
-                                                   (double)(s->in + s->out) * wire))
+                                          (size_t)(s->size * max_rows * (double)s->in * wire)) +
+                               coll_alg_price(&coll_ring_allgather, env,
+                                              (size_t)(s->size * max_rows * (double)s->out *
+                                                       wire))
                          : 0;
     c->blocks = 1;
     c->late_s = INFINITY;
