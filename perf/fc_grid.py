@@ -38,6 +38,12 @@ def link_gbs(link, unshaped_gbs):
     sys.exit(f"fc_grid: link '{link}' is not NNkbit, NNmbit, NNgbit or unshaped")
 
 
+def iters_for(iters, feat):
+    """-n holds from 1024 x 1024 up; smaller layers, whose calls are short and noisier, get
+    proportionally more rounds, up to 40."""
+    return max(iters, min(40, iters * (1024 * 1024) // (feat * feat)))
+
+
 def run_point_set(args, rpn, link, feat):
     """One chorus-perf run: every rows value at in = out = feat. Returns its result rows."""
     gbs = link_gbs(link, args.unshaped_gbs)
@@ -48,7 +54,8 @@ def run_point_set(args, rpn, link, feat):
     if link != "unshaped":
         cmd += ["--rate", link]
     cmd += ["--", "chorus-perf", "fc_weight_grad", "--rows", ",".join(map(str, args.rows)),
-            "--in", str(feat), "--out", str(feat), "-n", str(args.iters), "-w", str(args.warmup),
+            "--in", str(feat), "--out", str(feat), "-n", str(iters_for(args.iters, feat)),
+            "-w", str(args.warmup),
             "--json", out]
     env = dict(os.environ, CHORUS_TUNE_NET_BANDWIDTH_GBS=str(gbs), OPENBLAS_NUM_THREADS="1")
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True,
