@@ -27,6 +27,10 @@ import sys
 import tempfile
 
 
+# Strategies whose times differ by this little are within the run-to-run spread of a point.
+TIE = 0.05
+
+
 def link_gbs(link, unshaped_gbs):
     """The link's rate in GB/s (1e9 bytes/s) from a tbf rate such as 100mbit or 1gbit."""
     if link == "unshaped":
@@ -89,10 +93,14 @@ def table(points):
                      f"{p['late_us'] / 1e3:.2f} | {p['allreduce_us'] / 1e3:.2f} | {p['chosen']} "
                      f"| {p['faster']} | {loss} |")
     right = sum(p["chosen"] == p["faster"] for p in points)
+    near = sum(p["chosen"] == p["faster"] or p["loss"] <= TIE for p in points)
     worst = max((p["loss"] for p in points), default=0)
+    n = max(len(points), 1)
     lines.append("")
     lines.append(f"chose the faster strategy at {right} of {len(points)} points "
-                 f"({100 * right / max(len(points), 1):.0f} %); worst loss {100 * worst:.0f} %")
+                 f"({100 * right / n:.0f} %); worst loss {100 * worst:.0f} %; counting "
+                 f"strategies within {100 * TIE:.0f} % of each other as ties, {near} of "
+                 f"{len(points)} ({100 * near / n:.0f} %)")
     return "\n".join(lines)
 
 
