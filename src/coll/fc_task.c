@@ -343,10 +343,13 @@ static chorus_status_t fc_late_block(fc_task_t *t, int k)
                                       (size_t)w);
             size_t sbytes = (first[sb + 1] - first[sb]) * width[w];
             size_t rbytes = (first[rb + 1] - first[rb]) * width[w];
-            const char *src = step == 0 ? own[w] + (size_t)k * per * width[w]
-                                        : all[w] + first[sb] * width[w];
 
-            if (sbytes > 0 && coll_sched_send(s, right, tag, src, sbytes, &prev, 1) < 0)
+            /* A rank of no rows may pass NULL x and e: no address is formed from them then. */
+            if (sbytes > 0 &&
+                coll_sched_send(s, right, tag,
+                                step == 0 ? own[w] + (size_t)k * per * width[w]
+                                          : all[w] + first[sb] * width[w],
+                                sbytes, &prev, 1) < 0)
                 return CHORUS_ERR_NO_MEMORY;
             prev = -1;
             if (rbytes > 0 &&

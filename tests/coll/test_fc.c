@@ -92,11 +92,14 @@ typedef struct {
     int calls;                  /* 1, or 2 non-blocking calls in flight */
 } fc_case_t;
 
-/* This rank's x and e in dtype. */
+/* This rank's x and e in dtype; NULL where it has no rows (the API allows it). */
 static int make_inputs(const fc_case_t *c, int rank, void **x_p, void **e_p)
 {
     size_t rows = rows_of(rank, c->base_rows), es = chorus_dtype_size(c->dtype);
 
+    *x_p = *e_p = NULL;
+    if (rows == 0)
+        return 0;
     *x_p = malloc(rows * c->in * es + 1);
     *e_p = malloc(rows * c->out * es + 1);
     if (*x_p == NULL || *e_p == NULL)
