@@ -84,6 +84,6 @@ check "new CONFIGURE_FLAGS rebuild from clean" grep -q "rebuilding from clean" "
 check "configure got the new flag" \
     sh -c "'$TMP/src/build/config.status' --config | grep -q -- --without-hwloc"
 check "the installed chorus-info was built without hwloc" \
-    sh -c "'$TMP/p2/bin/chorus-info' | grep -qx 'built with: (none)'"
+    sh -c "'$TMP/p2/bin/chorus-info' | grep '^built with:' | grep -qvw hwloc"
 
 checks_end

@@ -574,7 +574,35 @@ Test(override, rejects_unknown_collective)
     check_rejected("allreduce=ring,gather=ring", "'gather=ring'", "unknown collective 'gather'");
     check_rejected("=ring", "'=ring'", "unknown collective ''");
     check_rejected("gather=ring", "'gather=ring'", "(one of allreduce, allgather, broadcast, "
-                   "reduce_scatter, reduce, alltoall, barrier)");
+                   "reduce_scatter, reduce, alltoall, barrier, fc_weight_grad)");
+}
+
+/* fc_weight_grad=late|allreduce|auto: chorus_fc_weight_grad's strategy, no range. */
+Test(override, fc_weight_grad_strategy)
+{
+    coll_select_t *t = build(4);
+
+    cr_assert_eq(t->fc, COLL_FC_AUTO);
+    cr_assert_eq(coll_select_override(t, "fc_weight_grad=late"), CHORUS_OK);
+    cr_assert_eq(t->fc, COLL_FC_LATE);
+    /* The later item wins; the collectives' items around it still apply. */
+    cr_assert_eq(coll_select_override(t, "fc_weight_grad=late,allreduce=rd,"
+                                         "FC_WEIGHT_GRAD=allreduce"), CHORUS_OK);
+    cr_assert_eq(t->fc, COLL_FC_ALLREDUCE);
+    cr_assert_str_eq(coll_select_lookup(t, COLL_ALLREDUCE, COLL_MEM_HOST, 1 << 20)->name, "rd");
+    cr_assert_eq(coll_select_override(t, "fc_weight_grad=auto"), CHORUS_OK);
+    cr_assert_eq(t->fc, COLL_FC_AUTO);
+    coll_select_destroy(t);
+    check_rejected("fc_weight_grad=ring", "'fc_weight_grad=ring'",
+                   "fc_weight_grad takes late, allreduce or auto, with no range");
+    check_rejected("fc_weight_grad=late@0-1K", "'fc_weight_grad=late@0-1K'",
+                   "fc_weight_grad takes late, allreduce or auto, with no range");
+    /* A bad item after it leaves the strategy as it was, as it leaves the tables. */
+    t = build(4);
+    cr_assert_eq(coll_select_override(t, "fc_weight_grad=late,gather=ring"),
+                 CHORUS_ERR_INVALID_ARG);
+    cr_assert_eq(t->fc, COLL_FC_AUTO);
+    coll_select_destroy(t);
 }
 
 Test(override, rejects_unknown_algorithm)
@@ -692,7 +720,7 @@ Test(config, defaults_match_the_model)
 
     tune_model_default(&def);
     unset_tune_env();
-    cr_assert_eq(tune_config_table.count, 6);
+    cr_assert_eq(tune_config_table.count, 7);
     cr_assert_str_eq(tune_config_table.vars[0].name, "CHORUS_TUNE");
     cr_assert_eq(chorus__config_read(&tune_config_table, &cfg), CHORUS_OK);
     cr_assert_str_eq(cfg.tune.s, "");
