@@ -267,6 +267,16 @@ static void *bl_nothing(void *arg)
     return arg;
 }
 
+static void bl_fork_warmup(void)
+{
+    pid_t child = fork();
+
+    if (child == 0)
+        _exit(0);
+    if (child > 0)
+        waitpid(child, NULL, 0);
+}
+
 int main(void)
 {
     static const bl_fault_t order[] = {BL_OK, BL_PEER_KILLED, BL_ABORT, BL_OK, BL_TIMEOUT,
@@ -285,6 +295,13 @@ int main(void)
      */
     if (pthread_create(&warmup, NULL, bl_nothing, NULL) == 0)
         pthread_join(warmup, NULL);
+    /*
+     * A library may start threads when it is loaded and stop them before a
+     * fork (OpenBLAS's pool, which chorus_fc_weight_grad's products use, does
+     * both): one throwaway child first, so that the baseline is what every
+     * scenario, each of which forks, comes back to.
+     */
+    bl_fork_warmup();
     bl_snapshot(&base);
     printf("baseline: %d fds, %d threads, %d entries in /dev/shm\n", base.fds, base.threads,
            base.nshm);
