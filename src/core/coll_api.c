@@ -12,6 +12,14 @@
 #include "util/log.h"
 #include "util/mem_bound.h"
 
+uint32_t chorus__opts_flags(const chorus_opts_t *opts)
+{
+    return opts != NULL &&
+                   opts->struct_size >= offsetof(chorus_opts_t, flags) + sizeof(opts->flags)
+               ? opts->flags
+               : 0;
+}
+
 chorus_status_t chorus__check_opts(const chorus_opts_t *opts, uint32_t allowed, char *why,
                                    size_t why_len)
 {
@@ -25,8 +33,7 @@ chorus_status_t chorus__check_opts(const chorus_opts_t *opts, uint32_t allowed, 
         return CHORUS_ERR_INVALID_ARG;
     }
     covered = opts->struct_size;
-    if (covered >= offsetof(chorus_opts_t, flags) + sizeof(opts->flags) &&
-        (opts->flags & ~allowed) != 0) {
+    if ((chorus__opts_flags(opts) & ~allowed) != 0) {
         snprintf(why, why_len, "invalid argument opts->flags=0x%x: %s", opts->flags,
                  allowed ? "a flag this call does not take" : "this call takes no flags");
         return CHORUS_ERR_INVALID_ARG;

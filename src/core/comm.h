@@ -134,6 +134,8 @@ chorus_status_t chorus__call_made(chorus_comm_t comm, const char *call, const co
  */
 chorus_status_t chorus__check_opts(const chorus_opts_t *opts, uint32_t allowed, char *why,
                                    size_t why_len);
+/* opts->flags where the caller's struct_size covers it, else 0 (opts may be NULL). */
+uint32_t chorus__opts_flags(const chorus_opts_t *opts);
 /*
  * A call (named call in reports) refused here for its arguments takes its
  * sequence number and tells the other ranks (refusal.h): why is the reason,

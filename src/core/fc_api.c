@@ -87,9 +87,7 @@ static chorus_status_t fc_check(chorus_comm_t comm, const coll_fc_args_t *a,
         return CHORUS_ERR_INVALID_ARG;
     }
     status = chorus__check_opts(opts, FC_FLAGS, why, len);
-    if (status == CHORUS_OK && opts != NULL &&
-        opts->struct_size >= offsetof(chorus_opts_t, flags) + sizeof(opts->flags) &&
-        (opts->flags & FC_FLAGS) == FC_FLAGS) {
+    if (status == CHORUS_OK && (chorus__opts_flags(opts) & FC_FLAGS) == FC_FLAGS) {
         snprintf(why, len, "invalid argument opts->flags=0x%x: CHORUS_FLAG_FC_LATE and "
                  "CHORUS_FLAG_FC_ALLREDUCE exclude each other", opts->flags);
         status = CHORUS_ERR_INVALID_ARG;
@@ -100,12 +98,12 @@ static chorus_status_t fc_check(chorus_comm_t comm, const coll_fc_args_t *a,
 /* The strategy opts force, else CHORUS_TUNE's (the communicator's selection). */
 static coll_fc_strategy_t fc_force(chorus_comm_t comm, const chorus_opts_t *opts)
 {
-    if (opts != NULL && opts->struct_size >= offsetof(chorus_opts_t, flags) + sizeof(opts->flags)) {
-        if (opts->flags & CHORUS_FLAG_FC_LATE)
-            return COLL_FC_LATE;
-        if (opts->flags & CHORUS_FLAG_FC_ALLREDUCE)
-            return COLL_FC_ALLREDUCE;
-    }
+    uint32_t flags = chorus__opts_flags(opts);
+
+    if (flags & CHORUS_FLAG_FC_LATE)
+        return COLL_FC_LATE;
+    if (flags & CHORUS_FLAG_FC_ALLREDUCE)
+        return COLL_FC_ALLREDUCE;
     return comm->select->fc;
 }
 
