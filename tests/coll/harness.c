@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,20 +26,55 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* A free TCP port on the IPv4 address ip (bound then released), or -1. */
-static int free_port_on(const char *ip)
+/* The first port the kernel hands out to connect() and to bind() on port 0. */
+static int ephemeral_low(void)
 {
-    struct sockaddr_in sa = {.sin_family = AF_INET};
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    int low = 32768;
+
+    if (f != NULL) {
+        if (fscanf(f, "%d", &low) != 1 || low < 2048)
+            low = 32768;
+        fclose(f);
+    }
+    return low;
+}
+
+static int port_bindable(const char *ip, int port)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     socklen_t len = sizeof(sa);
-    int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
+    int fd = socket(AF_INET, SOCK_STREAM, 0), got = -1;
 
     if (fd >= 0 && inet_pton(AF_INET, ip, &sa.sin_addr) == 1 &&
         bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
         getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
-        port = ntohs(sa.sin_port);
+        got = ntohs(sa.sin_port);
     if (fd >= 0)
         close(fd);
-    return port;
+    return got;
+}
+
+/*
+ * A free TCP port on the IPv4 address ip, or -1. It is released before a
+ * rank listens on it, so it is drawn at random from below the ephemeral
+ * range: a port the kernel gives any connect() in a test running beside
+ * this one (as bind to port 0 would return) can be taken in between.
+ */
+static int free_port_on(const char *ip)
+{
+    static unsigned seed;
+    int low = ephemeral_low(), span = low - 1024 > 20000 ? 20000 : low - 1024;
+
+    if (seed == 0)
+        seed = (unsigned)getpid() ^ (unsigned)(now_s() * 1e6);
+    for (int attempt = 0; attempt < 64 && span > 0; attempt++) {
+        int port = low - 1 - rand_r(&seed) % span;
+
+        if (port_bindable(ip, port) == port)
+            return port;
+    }
+    return port_bindable(ip, 0);
 }
 
 int harness_free_port(void)
