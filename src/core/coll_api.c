@@ -110,16 +110,8 @@ static chorus_status_t check_args(chorus_comm_t comm, const coll_args_t *a,
     return chorus__check_opts(opts, 0, why, why_len);
 }
 
-/*
- * Check and post a call. With blocking set, the call may run at once in the
- * calling thread instead: then *req_p is NULL and the call is over. *req_p
- * is written only when the call returns CHORUS_OK. A call refused for its
- * arguments on a communicator still takes its place in the communicator's
- * sequence, and the other ranks learn of it (refusal.h).
- */
-static chorus_status_t coll_start(const char *fn, chorus_comm_t comm, coll_args_t *a,
-                                  const chorus_opts_t *opts, int blocking,
-                                  chorus_request_t *req_p)
+chorus_status_t chorus__check_call(chorus_comm_t comm, coll_args_t *a,
+                                   const chorus_opts_t *opts, char *why, size_t why_len)
 {
     size_t esize = chorus_dtype_size(a->dtype), n = comm ? (size_t)comm->size : 1;
     size_t send_elems = a->count, recv_elems = a->count;
@@ -128,9 +120,6 @@ static chorus_status_t coll_start(const char *fn, chorus_comm_t comm, coll_args_
        not make pointer arithmetic overflow first. */
     uintptr_t block = (uintptr_t)a->count * esize;
     int in_place = sbuf == rbuf;
-    chorus_request_t req = NULL;
-    chorus_status_t status;
-    char why[CHORUS__REFUSAL_WHY_MAX];
 
     if (comm != NULL) {
         a->rank = comm->rank;
@@ -156,11 +145,29 @@ static chorus_status_t coll_start(const char *fn, chorus_comm_t comm, coll_args_
     default:
         break;
     }
+    return check_args(comm, a, opts, send_elems, recv_elems, in_place, why, why_len);
+}
+
+/*
+ * Check and post a call. With blocking set, the call may run at once in the
+ * calling thread instead: then *req_p is NULL and the call is over. *req_p
+ * is written only when the call returns CHORUS_OK. A call refused for its
+ * arguments on a communicator still takes its place in the communicator's
+ * sequence, and the other ranks learn of it (refusal.h).
+ */
+static chorus_status_t coll_start(const char *fn, chorus_comm_t comm, coll_args_t *a,
+                                  const chorus_opts_t *opts, int blocking,
+                                  chorus_request_t *req_p)
+{
+    chorus_request_t req = NULL;
+    chorus_status_t status;
+    char why[CHORUS__REFUSAL_WHY_MAX];
+
     if (req_p == NULL) {
         snprintf(why, sizeof(why), "invalid argument req_p=NULL");
         status = CHORUS_ERR_INVALID_ARG;
     } else {
-        status = check_args(comm, a, opts, send_elems, recv_elems, in_place, why, sizeof(why));
+        status = chorus__check_call(comm, a, opts, why, sizeof(why));
     }
     if (status != CHORUS_OK) {
         chorus_error("%s: %s", fn, why);

@@ -26,6 +26,7 @@ static chorus_status_t port_send(tl_port_t *port, int peer, uint64_t tag, const 
 
     if (peer < 0 || peer >= p->comm->size)
         return CHORUS_ERR_INVALID_ARG;
+    atomic_fetch_add_explicit(&p->sends, 1, memory_order_relaxed);
     return chorus__ctx_send(p->comm->ctx, p->comm->ranks[peer], p->space, tag, buf, len, req);
 }
 
@@ -36,6 +37,7 @@ static chorus_status_t port_recv(tl_port_t *port, int peer, uint64_t tag, void *
 
     if (peer < 0 || peer >= p->comm->size)
         return CHORUS_ERR_INVALID_ARG;
+    atomic_fetch_add_explicit(&p->recvs, 1, memory_order_relaxed);
     return chorus__ctx_recv(p->comm->ctx, p->comm->ranks[peer], p->space, tag, buf, capacity,
                             req);
 }

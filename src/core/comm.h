@@ -25,6 +25,8 @@ typedef struct {
     tl_port_t port;
     struct chorus_comm *comm;
     uint32_t space;
+    _Atomic uint64_t sends;     /* transfers posted through the port, for counters */
+    _Atomic uint64_t recvs;
 } chorus__port_t;
 
 struct chorus_request {
@@ -129,6 +131,14 @@ chorus_status_t chorus__call_made(chorus_comm_t comm, const char *call, const co
                                   chorus__call_maker_fn make, void *make_arg,
                                   chorus_request_t *req_p);
 /*
+ * The checks of a collective's arguments as the public calls take them
+ * (count per rank for allgather, reduce_scatter, alltoall), opts taking no
+ * flag; fills a->rank, size, chunk_bytes and mem from comm. Writes why and
+ * returns CHORUS_ERR_INVALID_ARG when one fails.
+ */
+chorus_status_t chorus__check_call(chorus_comm_t comm, coll_args_t *a,
+                                   const chorus_opts_t *opts, char *why, size_t why_len);
+/*
  * The checks of opts: struct_size, flags outside allowed, priority. Writes
  * why and returns CHORUS_ERR_INVALID_ARG when one fails.
  */
@@ -145,6 +155,15 @@ uint32_t chorus__opts_flags(const chorus_opts_t *opts);
  */
 chorus_status_t chorus__call_refused(chorus_comm_t comm, const char *call,
                                      const coll_args_t *args, const char *why);
+/*
+ * A request that no task drives (the training engine's submissions), named
+ * call in reports: whoever made it completes it with
+ * chorus__request_complete, within deadline_s; its waiters wait that long
+ * (plus a grace) before they give up.
+ */
+chorus_status_t chorus__request_detached(chorus_comm_t comm, const char *call,
+                                         const coll_args_t *args, double deadline_s,
+                                         chorus_request_t *req_p);
 /* Run an internal call with alg in the setup space and wait for it. */
 chorus_status_t chorus__call_setup(chorus_comm_t comm, const coll_args_t *args,
                                    const coll_alg_t *alg);

@@ -332,6 +332,21 @@ chorus_status_t chorus__call_refused(chorus_comm_t comm, const char *call,
     return chorus_request_free(req);
 }
 
+chorus_status_t chorus__request_detached(chorus_comm_t comm, const char *call,
+                                         const coll_args_t *args, double deadline_s,
+                                         chorus_request_t *req_p)
+{
+    chorus_request_t req = request_new(comm, call, args, call, NULL, NULL, 0, 0, chorus__now());
+
+    if (req == NULL)
+        return CHORUS_ERR_NO_MEMORY;
+    req->deadline = req->posted_at + deadline_s;
+    req->stall_at = 0;
+    atomic_fetch_add(&comm->outstanding, 1);
+    *req_p = req;
+    return CHORUS_OK;
+}
+
 chorus_status_t chorus__call_setup(chorus_comm_t comm, const coll_args_t *args,
                                    const coll_alg_t *alg)
 {
