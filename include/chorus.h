@@ -285,6 +285,51 @@ chorus_status_t chorus_ifc_weight_grad(const void *x, const void *e, size_t rows
                                        chorus_dtype_t dtype, void *grad, chorus_comm_t comm,
                                        const chorus_opts_t *opts, chorus_request_t *req_p);
 
+/* ---- the training engine ------------------------------------------------ */
+
+/*
+ * Named tensors, submitted in any order on each rank, reduced (or broadcast,
+ * gathered) once every rank has submitted them, fused into buckets. Ranks
+ * agree each cycle which names are ready everywhere, with no coordinating
+ * rank. One engine per communicator; creation and destruction are
+ * collective. chorus_engine(3).
+ */
+typedef struct chorus_engine *chorus_engine_t;
+
+typedef struct {
+    size_t struct_size;     /* sizeof(chorus_engine_opts_t) */
+    size_t bucket_bytes;    /* most bytes fused into one collective; 0: CHORUS_BUCKET_BYTES */
+    double cycle_ms;        /* time between negotiation cycles; 0: CHORUS_CYCLE_MS */
+} chorus_engine_opts_t;
+
+#define CHORUS_ENGINE_OPTS_INIT { sizeof(chorus_engine_opts_t), 0, 0.0 }
+
+chorus_status_t chorus_engine_create(chorus_comm_t comm, const chorus_engine_opts_t *opts,
+                                     chorus_engine_t *engine_p);
+/*
+ * Each returns at once; *req_p completes (chorus_request_wait) once the
+ * result is in recvbuf. A name stands for one tensor: every rank submits
+ * it with the same count, dtype, op (root); each submission of a name is
+ * paired with the same-numbered submission of it on every other rank.
+ */
+chorus_status_t chorus_engine_allreduce(chorus_engine_t engine, const char *name,
+                                        const void *sendbuf, void *recvbuf, size_t count,
+                                        chorus_dtype_t dtype, chorus_op_t op,
+                                        const chorus_opts_t *opts, chorus_request_t *req_p);
+chorus_status_t chorus_engine_broadcast(chorus_engine_t engine, const char *name,
+                                        const void *sendbuf, void *recvbuf, size_t count,
+                                        chorus_dtype_t dtype, int root,
+                                        const chorus_opts_t *opts, chorus_request_t *req_p);
+chorus_status_t chorus_engine_allgather(chorus_engine_t engine, const char *name,
+                                        const void *sendbuf, void *recvbuf, size_t sendcount,
+                                        chorus_dtype_t dtype, const chorus_opts_t *opts,
+                                        chorus_request_t *req_p);
+/*
+ * Collective: returns once every rank has called it. Submissions still
+ * waiting for a rank fail with CHORUS_ERR_ABORTED; NULL is allowed.
+ */
+chorus_status_t chorus_engine_destroy(chorus_engine_t engine);
+
 /* ---- requests ----------------------------------------------------------- */
 
 /* Waits (bounded by the communicator's timeout); returns the operation's status. */

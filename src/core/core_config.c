@@ -3,6 +3,7 @@
 
 #include <stddef.h>
 
+#include "engine/engine_config.h"
 #include "topology/topo.h"
 #include "transports/base/team.h"
 #include "transports/base/transport.h"
@@ -100,6 +101,7 @@ size_t chorus__config_tables(const chorus__config_table_t **tables, size_t max)
         CONFIG_ADD(tl_coll_all[i]->config);
     CONFIG_ADD(&topo_config_table);
     CONFIG_ADD(&tune_config_table);
+    CONFIG_ADD(&engine_config_table);
 #undef CONFIG_ADD
     tables[n] = NULL;
     return n;

@@ -36,6 +36,7 @@ typedef enum {
     X(CHORUS_LOG_COMP_SHM, "shm")                 \
     X(CHORUS_LOG_COMP_TOPOLOGY, "topology")       \
     X(CHORUS_LOG_COMP_TUNING, "tuning")           \
+    X(CHORUS_LOG_COMP_ENGINE, "engine")           \
     X(CHORUS_LOG_COMP_TOOLS, "tools")
 
 #define CHORUS_LOG_COMP_ENUM(id, name) id,

@@ -1,0 +1,23 @@
+/* The engine's variables (chorus-info -c, chorus(7)). */
+#include <stddef.h>
+
+#include "engine/engine.h"
+
+static const chorus__config_var_t engine_vars[] = {
+    {"CHORUS_BUCKET_BYTES", "16M",
+     "training engine: most bytes of tensors fused into one collective (a larger tensor "
+     "goes alone); every rank must use the same value (K, M, G suffixes); "
+     "chorus_engine_opts_t.bucket_bytes overrides it",
+     chorus__config_parse_size, offsetof(engine_config_t, bucket_bytes)},
+    {"CHORUS_CYCLE_MS", "1",
+     "training engine: milliseconds between negotiation cycles, in which the ranks agree "
+     "which named tensors every rank has submitted; a cycle starts sooner when a bucket's "
+     "worth is waiting; cycles with nothing waiting anywhere stretch up to 8 times; "
+     "chorus_engine_opts_t.cycle_ms overrides it",
+     chorus__config_parse_double, offsetof(engine_config_t, cycle_ms)},
+};
+
+const chorus__config_table_t engine_config_table = {
+    "engine", "the training engine: buckets and negotiation cycles",
+    engine_vars, sizeof(engine_vars) / sizeof(engine_vars[0]),
+};
