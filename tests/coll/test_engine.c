@@ -678,3 +678,42 @@ Test(engine, rank_killed, .timeout = 120)
         cr_expect_lt(elapsed[r], 30, "rank %d took %.1f s to give up", r, elapsed[r]);
     }
 }
+
+/* ---- a name one rank never submits ------------------------------------------------- */
+
+/*
+ * Rank 0 submits 'orphan' and no other rank does: past CHORUS_TIMEOUT its
+ * request fails with CHORUS_ERR_TIMEOUT, and the others' engines fail soon
+ * after (their cycles wait for rank 0); nobody hangs.
+ */
+static int orphan_rank(chorus_comm_t comm, int rank, int size, void *arg)
+{
+    float x[4] = {0};
+    chorus_request_t req;
+    chorus_engine_t engine;
+    int rc = engine_with(comm, 0, &engine);
+
+    (void)arg;
+    (void)size;
+    if (rc == RC_OK && rank == 0 &&
+        (chorus_engine_allreduce(engine, "orphan", x, x, 4, CHORUS_FLOAT32, CHORUS_SUM, NULL,
+                                 &req) != CHORUS_OK ||
+         chorus_request_free(req) != CHORUS_ERR_TIMEOUT))
+        rc = RC_STATUS;
+    /* The engine failed on every rank: destroy says so. */
+    if (chorus_engine_destroy(engine) == CHORUS_OK && rc == RC_OK)
+        rc = RC_STATUS;
+    return rc;
+}
+
+Test(engine, submitted_on_one_rank_only, .timeout = 60)
+{
+    harness_opts_t opts = {.nranks = 3, .timeout_s = 3, .deadline_s = 40, .kill_rank = -1};
+    int status[3];
+    double elapsed[3];
+
+    cr_expect_eq(harness_run(&opts, orphan_rank, NULL, status, elapsed), 0,
+                 "exit codes %d %d %d (%s)", status[0], status[1], status[2], rc_help);
+    for (int r = 0; r < 3; r++)
+        cr_expect_lt(elapsed[r], 20, "rank %d took %.1f s", r, elapsed[r]);
+}

@@ -5,9 +5,11 @@
 # program that splits its communicator in two halves, under chorus-run -n 5, and
 # one that computes a 1024 x 1024 layer's weight gradient on 4 ranks, by the
 # strategy chorus chooses and by each forced one, against a single-process
-# reference.
+# reference. Last, 300 named gradients submitted to the training engine in a
+# different order on each of 5 ranks.
 #
-# Environment: HELLO, SPLIT_HALVES and FC_LAYER (the example binaries), CHORUS_RUN, and
+# Environment: HELLO, SPLIT_HALVES, FC_LAYER and ENGINE_SHUFFLE (the example binaries),
+# CHORUS_RUN, and
 # optionally MPI_EXAMPLE and MPIRUN.
 set -u
 . "$(dirname "$0")/../lib/checks.sh"
@@ -70,5 +72,11 @@ for tune in "" fc_weight_grad=late fc_weight_grad=allreduce; do
     esac
     [ "$rc" -eq 0 ] || cat "$TMP/fc"
 done
+timeout -k 5 120 "$CHORUS_RUN" -n 5 "$ENGINE_SHUFFLE" > "$TMP/engine" 2>&1
+rc=$?
+check "engine_shuffle under chorus-run -n 5 exits 0 (got $rc)" [ "$rc" -eq 0 ]
+check "engine_shuffle: five ranks exact" [ "$(grep -c ': ok$' "$TMP/engine")" -eq 5 ]
+[ "$rc" -eq 0 ] || cat "$TMP/engine"
+
 [ "$FAILED" -eq 0 ] || cat "$TMP/run" "$TMP/split"
 checks_end
