@@ -130,6 +130,7 @@ struct chorus_engine {
     size_t nannounce;           /* submissions waiting to be described to the other ranks */
     size_t ready_bytes;         /* bytes of submissions that could go in the next cycle */
     engine_bucket_t *in_flight; /* buckets posted and not yet reaped */
+    coll_scratch_pool_t pool;   /* fusion buffers */
     double last_stall_check;
     engine_counters_t counters;
 };

@@ -95,6 +95,7 @@ static chorus_status_t engine_agree(chorus_engine_t engine, int valid)
 
 static void engine_free(chorus_engine_t engine)
 {
+    coll_pool_destroy(&engine->pool);
     engine_names_free(&engine->names);
     if (engine->data != NULL)
         (void)chorus_comm_destroy(engine->data);
@@ -143,6 +144,7 @@ chorus_status_t chorus_engine_create(chorus_comm_t comm, const chorus_engine_opt
     engine->size = chorus_comm_size(comm);
     engine->fault = CHORUS_OK;
     engine_names_init(&engine->names);
+    coll_pool_init(&engine->pool);
     valid = engine_settings(engine, opts, why, sizeof(why)) == 0;
     if (valid && engine_p == NULL) {
         snprintf(why, sizeof(why), "invalid argument engine_p=NULL");

@@ -3,7 +3,8 @@
  * groups of one kind, dtype, op and root, of at most bucket_bytes each (a
  * larger tensor goes alone), and run as one collective per bucket on the
  * engine's bucket communicator. A bucket of one tensor runs on the tensor's
- * own buffers; a larger one is packed into a buffer of the engine's, and
+ * own buffers; a larger one is packed into a buffer of the engine's (from
+ * its pool, so that pages are not faulted in again every step), and
  * the last step of its task unpacks it and completes the submissions'
  * requests on the progress thread, as soon as the data is there.
  */
@@ -21,12 +22,19 @@ struct engine_bucket {
     size_t nsubs;
     size_t elems;               /* elements: of the vector, or of one rank's block (allgather) */
     size_t bytes;               /* what it counts against bucket_bytes */
-    void *fused;                /* packed tensors; NULL when one tensor runs on its buffers */
-    void *gathered;             /* allgather: every rank's packed block */
+    coll_pool_buf_t fused;      /* packed tensors; no memory when one runs on its buffers */
+    coll_pool_buf_t gathered;   /* allgather: every rank's packed block */
     coll_args_t args;
     chorus_request_t req;
     engine_bucket_t *next;
 };
+
+/*
+ * A tensor of at least 1/ENGINE_ALONE_FRACTION of bucket_bytes goes alone on
+ * its own buffers: its call's fixed cost is small beside its bytes, and
+ * packing it would copy them twice.
+ */
+#define ENGINE_ALONE_FRACTION 4
 
 static const char *const bucket_call[ENGINE_KIND_COUNT] = {
     "engine_allreduce", "engine_broadcast", "engine_allgather",
@@ -43,8 +51,10 @@ static size_t sub_bytes(const engine_sub_t *sub)
 
 static void bucket_free(engine_bucket_t *b)
 {
-    free(b->fused);
-    free(b->gathered);
+    if (b->fused.mem != NULL)
+        coll_pool_put(&b->engine->pool, b->fused);
+    if (b->gathered.mem != NULL)
+        coll_pool_put(&b->engine->pool, b->gathered);
     free(b);
 }
 
@@ -56,17 +66,17 @@ static chorus_status_t bucket_unpack(void *arg)
     size_t block = b->elems * esize, off = 0;
     engine_sub_t *sub, *next;
 
-    for (sub = b->subs; b->fused != NULL && sub != NULL; sub = sub->next) {
+    for (sub = b->subs; b->fused.mem != NULL && sub != NULL; sub = sub->next) {
         size_t len = sub_bytes(sub);
 
         if (len == 0)
             continue;
         if (b->key.kind != ENGINE_ALLGATHER) {
-            memcpy(sub->recvbuf, (char *)b->fused + off, len);
+            memcpy(sub->recvbuf, (char *)b->fused.mem + off, len);
         } else {
             for (int r = 0; r < b->args.size; r++)
                 memcpy((char *)sub->recvbuf + (size_t)r * len,
-                       (char *)b->gathered + (size_t)r * block + off, len);
+                       (char *)b->gathered.mem + (size_t)r * block + off, len);
         }
         off += len;
     }
@@ -116,23 +126,23 @@ static chorus_status_t bucket_pack(engine_bucket_t *b, int rank, int size)
     size_t esize = chorus_dtype_size((chorus_dtype_t)b->key.dtype), off = 0;
     int sends = b->key.kind != ENGINE_BROADCAST || b->key.root == rank;
 
-    b->fused = malloc(b->elems * esize > 0 ? b->elems * esize : 1);
-    if (b->fused == NULL)
+    b->fused = coll_pool_get(&b->engine->pool, b->elems * esize + 1);
+    if (b->fused.mem == NULL)
         return CHORUS_ERR_NO_MEMORY;
     if (b->key.kind == ENGINE_ALLGATHER) {
-        b->gathered = malloc(b->elems * esize * (size_t)size + 1);
-        if (b->gathered == NULL)
+        b->gathered = coll_pool_get(&b->engine->pool, b->elems * esize * (size_t)size + 1);
+        if (b->gathered.mem == NULL)
             return CHORUS_ERR_NO_MEMORY;
     }
     for (engine_sub_t *sub = b->subs; sends && sub != NULL; sub = sub->next) {
         size_t len = sub_bytes(sub);
 
         if (len > 0)
-            memcpy((char *)b->fused + off, sub->sendbuf, len);
+            memcpy((char *)b->fused.mem + off, sub->sendbuf, len);
         off += len;
     }
-    b->args.sendbuf = b->fused;
-    b->args.recvbuf = b->key.kind == ENGINE_ALLGATHER ? b->gathered : b->fused;
+    b->args.sendbuf = b->fused.mem;
+    b->args.recvbuf = b->key.kind == ENGINE_ALLGATHER ? b->gathered.mem : b->fused.mem;
     return CHORUS_OK;
 }
 
@@ -153,7 +163,6 @@ static chorus_status_t bucket_launch(chorus_engine_t engine, engine_bucket_t *b)
     chorus_comm_t data = engine->data;
     chorus_status_t status = CHORUS_OK;
 
-    b->engine = engine;
     b->args = (coll_args_t){.coll = bucket_coll[b->key.kind],
                             .count = b->elems,
                             .dtype = (chorus_dtype_t)b->key.dtype,
@@ -191,55 +200,74 @@ static int same_group(const engine_desc_t *a, const engine_desc_t *b)
     return a->kind == b->kind && a->dtype == b->dtype && a->op == b->op && a->root == b->root;
 }
 
+static engine_bucket_t *bucket_new(chorus_engine_t engine, const engine_desc_t *desc)
+{
+    engine_bucket_t *b = calloc(1, sizeof(*b));
+
+    if (b != NULL) {
+        b->engine = engine;
+        b->key = *desc;
+        b->key.count = 0;
+    }
+    return b;
+}
+
+static void bucket_add(engine_bucket_t *b, engine_sub_t *sub, size_t bytes)
+{
+    sub->next = NULL;
+    if (b->tail != NULL)
+        b->tail->next = sub;
+    else
+        b->subs = sub;
+    b->tail = sub;
+    b->nsubs++;
+    b->elems += (size_t)sub->desc.count;
+    b->bytes += bytes;
+}
+
 chorus_status_t engine_buckets_post(chorus_engine_t engine, engine_sub_t **ready, size_t n)
 {
-    engine_bucket_t **open = calloc(n, sizeof(*open));
+    engine_bucket_t **open = calloc(n, sizeof(*open));   /* one per group, in opening order */
     size_t nopen = 0, i = 0;
-    chorus_status_t status = CHORUS_OK;
+    chorus_status_t status = open != NULL ? CHORUS_OK : CHORUS_ERR_NO_MEMORY;
 
-    if (open == NULL)
-        status = CHORUS_ERR_NO_MEMORY;
     for (; status == CHORUS_OK && i < n; i++) {
         engine_sub_t *sub = ready[i];
         size_t bytes = engine_desc_bytes(&sub->desc, engine->size), g = 0;
+        engine_bucket_t *b;
 
+        if (bytes >= engine->bucket_bytes / ENGINE_ALONE_FRACTION) {
+            if ((b = bucket_new(engine, &sub->desc)) == NULL)
+                break;
+            bucket_add(b, sub, bytes);
+            status = bucket_launch(engine, b);
+            continue;
+        }
         while (g < nopen && !same_group(&open[g]->key, &sub->desc))
             g++;
         if (g < nopen && open[g]->bytes + bytes > engine->bucket_bytes) {
-            status = bucket_launch(engine, open[g]);
-            open[g] = NULL;
-        }
-        if (status == CHORUS_OK && (g == nopen || open[g] == NULL)) {
-            engine_bucket_t *b = calloc(1, sizeof(*b));
-
-            if (b == NULL) {
-                status = CHORUS_ERR_NO_MEMORY;
+            /* Full: it goes, and a new one of its group opens in its place. */
+            b = open[g];
+            if ((open[g] = bucket_new(engine, &sub->desc)) == NULL) {
+                open[g] = b;
                 break;
             }
-            b->key = sub->desc;
-            b->key.count = 0;
-            open[g] = b;
-            nopen += g == nopen;
+            if ((status = bucket_launch(engine, b)) != CHORUS_OK)
+                break;  /* sub is in no bucket yet: it fails below with the rest */
+        } else if (g == nopen) {
+            if ((open[g] = bucket_new(engine, &sub->desc)) == NULL)
+                break;
+            nopen++;
         }
-        if (status != CHORUS_OK)
-            break;
-        sub->next = NULL;
-        if (open[g]->tail != NULL)
-            open[g]->tail->next = sub;
-        else
-            open[g]->subs = sub;
-        open[g]->tail = sub;
-        open[g]->nsubs++;
-        open[g]->elems += (size_t)sub->desc.count;
-        open[g]->bytes += bytes;
+        bucket_add(open[g], sub, bytes);
     }
+    if (status == CHORUS_OK && i < n)
+        status = CHORUS_ERR_NO_MEMORY;
     /* Whatever stays open goes now, in the order the groups opened. */
     for (size_t g = 0; g < nopen; g++) {
-        if (open[g] == NULL)
-            continue;
-        if (status == CHORUS_OK)
+        if (status == CHORUS_OK) {
             status = bucket_launch(engine, open[g]);
-        else {
+        } else {
             bucket_fail(open[g], status);
             bucket_free(open[g]);
         }
