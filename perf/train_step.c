@@ -65,7 +65,7 @@
 #define TS_RESNET50_TENSORS 161
 #define TS_RESNET50_PARAMS 25557032UL
 /* Room for the builder to overshoot, so that a wrong count is reported, not overflowed. */
-#define TS_TENSORS_MAX 256
+#define TS_TENSORS_MAX 4096
 #define TS_NAME_MAX 48
 
 /* Input values lie in [-TS_VALUE_HALF, TS_VALUE_HALF]; sums stay exact below 2^24. */
@@ -81,6 +81,8 @@ typedef struct {
     int sleep;             /* compute gaps in clock_nanosleep instead of busy-waiting */
     size_t bucket_bytes;   /* chorus_engine_opts_t; 0: the library's default */
     double cycle_ms;       /* chorus_engine_opts_t; 0: the library's default */
+    int uniform_n;         /* --uniform: this many tensors of uniform_bytes; 0: ResNet-50 */
+    size_t uniform_bytes;
     const char *json_path; /* NULL: no JSON */
     int help, version;
 } ts_opts_t;
@@ -113,6 +115,8 @@ static const char ts_usage_text[] =
     "                     1024); 0: CHORUS_BUCKET_BYTES or its default (default 0)\n"
     "  --cycle-ms MS      the engine's negotiation period; 0: CHORUS_CYCLE_MS or its\n"
     "                     default (default 0)\n"
+    "  --uniform N:BYTES  instead of ResNet-50, N tensors (1 to 4096) of BYTES each\n"
+    "                     (a multiple of 4; K, M, G), as in 1000:4K\n"
     "  --json FILE        also write the results as JSON to FILE (rank 0)\n"
     "  -h, --help         print this text\n"
     "  --version          print the tool's and the library's versions\n"
@@ -185,7 +189,7 @@ static int ts_parse_bytes(const char *text, size_t *bytes_p)
 }
 
 enum { TS_OPT_STEPS = 256, TS_OPT_WARMUP, TS_OPT_COMPUTE, TS_OPT_SLEEP, TS_OPT_SHUFFLE,
-       TS_OPT_BUCKET, TS_OPT_CYCLE, TS_OPT_JSON, TS_OPT_VERSION };
+       TS_OPT_BUCKET, TS_OPT_CYCLE, TS_OPT_UNIFORM, TS_OPT_JSON, TS_OPT_VERSION };
 
 static const struct option ts_long_opts[] = {
     {"steps", required_argument, NULL, TS_OPT_STEPS},
@@ -195,6 +199,7 @@ static const struct option ts_long_opts[] = {
     {"shuffle", no_argument, NULL, TS_OPT_SHUFFLE},
     {"bucket-bytes", required_argument, NULL, TS_OPT_BUCKET},
     {"cycle-ms", required_argument, NULL, TS_OPT_CYCLE},
+    {"uniform", required_argument, NULL, TS_OPT_UNIFORM},
     {"json", required_argument, NULL, TS_OPT_JSON},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, TS_OPT_VERSION},
@@ -227,6 +232,18 @@ static int ts_opts_set(ts_opts_t *o, int opt, const char *v, char *err, size_t e
         if (ts_parse_ms(v, 1e4, &o->cycle_ms) != 0)
             expected = "milliseconds from 0 to 10000";
         break;
+    case TS_OPT_UNIFORM: {
+        const char *colon = strchr(v, ':');
+        char n[16];
+
+        if (colon == NULL || colon - v >= (long)sizeof(n) ||
+            (memcpy(n, v, (size_t)(colon - v)), n[colon - v] = '\0',
+             ts_parse_int(n, 1, TS_TENSORS_MAX, &o->uniform_n) != 0) ||
+            ts_parse_bytes(colon + 1, &o->uniform_bytes) != 0 || o->uniform_bytes == 0 ||
+            o->uniform_bytes % sizeof(float) != 0)
+            expected = "N:BYTES, N from 1 to 4096, BYTES a positive multiple of 4";
+        break;
+    }
     case TS_OPT_JSON: o->json_path = v; break;
     case TS_OPT_SLEEP: o->sleep = 1; break;
     case TS_OPT_SHUFFLE: o->shuffle = 1; break;
@@ -360,6 +377,20 @@ static int ts_model_build_resnet50(ts_model_t *m)
         return -1;
     }
     return 0;
+}
+
+/* n tensors of bytes each, named "t0000", "t0001", ... (no rank can fail here). */
+static void ts_model_build_uniform(ts_model_t *m, int n, size_t bytes)
+{
+    m->n = 0;
+    m->elems = 0;
+    for (int i = 0; i < n; i++)
+        ts_model_add(m, bytes / sizeof(float), "t%04d", i);
+}
+
+static const char *ts_model_name(const ts_opts_t *o)
+{
+    return o->uniform_n > 0 ? "uniform" : "resnet50";
 }
 
 /* ---- the run ---------------------------------------------------------------------- */
@@ -517,7 +548,11 @@ static void ts_sleep_until(double t)
  */
 static void ts_compute(ts_ctx_t *c, double s)
 {
-    double end = ts_now() + s - c->overrun_s, now;
+    double end, now;
+
+    if (s <= 0)
+        return;     /* no gap: not even a system call, which could lose the core */
+    end = ts_now() + s - c->overrun_s;
 
     if (c->opts->sleep)
         ts_sleep_until(end);
@@ -771,8 +806,9 @@ static void ts_print_heading(ts_ctx_t *c)
     char host[256];
 
     ts_hostname(host, sizeof(host));
-    printf("# " TS_PROG ": ResNet-50 gradients, %d tensors, %zu float32 (%.1f MB) per rank\n",
-           c->model.n, c->model.elems, (double)(c->model.elems * sizeof(float)) / 1e6);
+    printf("# " TS_PROG ": %s gradients, %d tensors, %zu float32 (%.1f MB) per rank\n",
+           o->uniform_n > 0 ? "uniform" : "ResNet-50", c->model.n, c->model.elems,
+           (double)(c->model.elems * sizeof(float)) / 1e6);
     printf("# chorus %s on %s: %d ranks, %d on this node, %d core%s\n",
            chorus_version_string(), host, c->nranks, local, cores, cores == 1 ? "" : "s");
     if (local > cores)
@@ -864,8 +900,8 @@ static int ts_write_json(const ts_ctx_t *c, const ts_summary_t *sum)
     ts_json_string(f, host);
     fprintf(f, ",\n  \"nranks\": %d, \"local_size\": %d, \"cores\": %d,\n", c->nranks,
             chorus_comm_local_size(c->comm), ts_usable_cores());
-    fprintf(f, "  \"model\": \"resnet50\", \"tensors\": %d, \"elements\": %zu, "
-            "\"dtype\": \"float32\",\n", c->model.n, c->model.elems);
+    fprintf(f, "  \"model\": \"%s\", \"tensors\": %d, \"elements\": %zu, "
+            "\"dtype\": \"float32\",\n", ts_model_name(o), c->model.n, c->model.elems);
     fprintf(f, "  \"steps\": %d, \"warmup\": %d, \"compute_ms\": %g, \"compute\": \"%s\", "
             "\"shuffle\": %s, \"bucket_bytes\": %zu, \"cycle_ms\": %g,\n", o->steps, o->warmup,
             o->compute_ms, o->sleep ? "sleep" : "busy-wait", o->shuffle ? "true" : "false",
@@ -1001,7 +1037,9 @@ static int ts_main(const ts_opts_t *opts)
     }
     c->opts = opts;
     /* Before the communicator: every rank builds the same model and fails alike. */
-    if (ts_model_build_resnet50(&c->model) != 0)
+    if (opts->uniform_n > 0)
+        ts_model_build_uniform(&c->model, opts->uniform_n, opts->uniform_bytes);
+    else if (ts_model_build_resnet50(&c->model) != 0)
         goto out_ctx;
     st = chorus_comm_create_from_env(&c->comm);
     if (st != CHORUS_OK) {
