@@ -262,19 +262,48 @@ static int ts_opts_set(ts_opts_t *o, int opt, const char *v, char *err, size_t e
     return -1;
 }
 
+/*
+ * The long option just parsed, as written: "--name" or "--name=value" is
+ * argv[optind - 1], or argv[optind - 2] when its value came as the next
+ * argument.
+ */
+static const char *ts_long_arg(char **argv, int optind_now)
+{
+    const char *last = argv[optind_now - 1];
+
+    return strncmp(last, "--", 2) == 0 || optind_now < 2 ? last : argv[optind_now - 2];
+}
+
+/* Whether the long option just parsed was written with its whole name. */
+static int ts_long_name_is(const char *name, char **argv, int optind_now)
+{
+    const char *arg = ts_long_arg(argv, optind_now) + 2;
+    size_t len = strcspn(arg, "=");
+
+    return len == strlen(name) && strncmp(arg, name, len) == 0;
+}
+
 /* Parses argv; 0, or -1 with a message in err naming the argument. */
 static int ts_opts_parse(int argc, char **argv, ts_opts_t *o, char *err, size_t errlen)
 {
-    int opt;
+    int opt, longindex = -1;
 
     *o = (ts_opts_t){.steps = 10, .warmup = 2, .compute_ms = 100};
     opterr = 0; /* the messages below name the program as the others do */
-    while ((opt = getopt_long(argc, argv, ":h", ts_long_opts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, ":h", ts_long_opts, &longindex)) != -1) {
+        const char *arg = argv[optind - 1];
+
         if (opt == '?' || opt == ':') {
             snprintf(err, errlen, "%s '%s'", opt == '?' ? "unknown option" :
-                     "missing value for", argv[optind - 1]);
+                     "missing value for", arg);
             return -1;
         }
+        /* Long options by their whole name only, as the other tools take them. */
+        if (longindex >= 0 && !ts_long_name_is(ts_long_opts[longindex].name, argv, optind)) {
+            snprintf(err, errlen, "unknown option '%s'", ts_long_arg(argv, optind));
+            return -1;
+        }
+        longindex = -1;
         if (ts_opts_set(o, opt, optarg, err, errlen) != 0)
             return -1;
     }

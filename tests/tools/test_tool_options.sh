@@ -3,13 +3,13 @@
 # exit code 2 and a message naming it; chorus-info tells what the build uses
 # apart from what configure only detected, and names each -c section once.
 #
-# usage: test_tool_options.sh   (CHORUS_INFO, CHORUS_RUN, CHORUS_PERF, CHORUS_TRACE_TOOL and
-#        QUICKSTART name the programs; make check sets them)
+# usage: test_tool_options.sh   (CHORUS_INFO, CHORUS_RUN, CHORUS_PERF, CHORUS_TRAIN_STEP,
+#        CHORUS_TRACE_TOOL and QUICKSTART name the programs; make check sets them)
 set -u
 
 . "$(dirname "$0")/../lib/checks.sh"
 checks_begin test_tool_options
-for var in CHORUS_INFO CHORUS_RUN CHORUS_PERF CHORUS_TRACE_TOOL QUICKSTART; do
+for var in CHORUS_INFO CHORUS_RUN CHORUS_PERF CHORUS_TRAIN_STEP CHORUS_TRACE_TOOL QUICKSTART; do
     eval "path=\${$var:-}"
     if [ -z "$path" ] || [ ! -x "$path" ]; then
         echo "test_tool_options: $var ('$path') is not an executable" >&2
@@ -48,11 +48,12 @@ tool_options() {
 tool_options chorus-info "$CHORUS_INFO"
 tool_options chorus-run "$CHORUS_RUN"
 tool_options chorus-perf "$CHORUS_PERF"
+tool_options chorus-train-step "$CHORUS_TRAIN_STEP"
 tool_options chorus-trace "$CHORUS_TRACE_TOOL"
 tool_options quickstart "$QUICKSTART"
 
 # The library's version beside the tool's, for the tools that load it.
-for t in "$CHORUS_INFO" "$CHORUS_PERF"; do
+for t in "$CHORUS_INFO" "$CHORUS_PERF" "$CHORUS_TRAIN_STEP"; do
     run "$t" --version > "$TMP/out" 2>&1
     check "$(basename "$t") --version names the library" \
         grep -qx "library: libchorus $version" "$TMP/out"
