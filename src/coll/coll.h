@@ -12,6 +12,7 @@
 #ifndef CHORUS_COLL_H
 #define CHORUS_COLL_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "chorus.h"
@@ -84,6 +85,7 @@ typedef struct {
     const void *src2;
     size_t bytes;
     chorus__task_t *task;   /* COLL_STEP_TEAM */
+    void *wire_buf;         /* a compressed transfer's 16-bit values (the schedule's scratch) */
     tl_req_t req;
 } coll_step_t;
 
@@ -99,6 +101,15 @@ typedef struct {
     chorus_op_t op;
     int nranks;             /* for FINALIZE */
     int owned;              /* allocated by coll_sched_create: finalize frees it */
+    /*
+     * Compressed transfers (coll_compress.c): with wire set to CHORUS_FLOAT16
+     * or CHORUS_BFLOAT16, a float32 schedule's sends carry its values times
+     * wire_scale rounded to wire, and its receives widen them back into
+     * float32; everything else runs in float32. CHORUS_DTYPE_COUNT: none.
+     * Set before the schedule is posted.
+     */
+    chorus_dtype_t wire;
+    float wire_scale;
     tl_port_t *port;        /* where transfers go (coll_sched_bind) */
     uint64_t tag_base;      /* OR-ed into every step's tag */
     /* executor state */
@@ -312,6 +323,29 @@ int coll_team_variant(const tl_coll_ops_t *ops, const tl_coll_ctx_t *ctx,
 chorus_status_t coll_alg_task(const coll_alg_t *alg, const coll_args_t *args,
                               const coll_env_t *env, tl_port_t *port, uint64_t tag_base,
                               coll_scratch_pool_t *pool, chorus__task_t **task_p);
+
+/* ---- compressed allreduce (coll_compress.c) --------------------------------- */
+
+/* How many compressed calls went compressed, and how many fell back to float32. */
+typedef struct {
+    _Atomic uint64_t compressed;
+    _Atomic uint64_t fallbacks;
+} coll_compress_counts_t;
+
+/*
+ * The task of an allreduce of float32 (args: sum or avg) with wire
+ * (CHORUS_FLOAT16 or CHORUS_BFLOAT16) on the wire: the ranks agree on a
+ * scale from their largest values, then a ring allreduce over port carries
+ * 16-bit values and adds in float32, and every rank rounds its result
+ * through the wire once, so that all hold the same bits. A call with a
+ * value that is not finite goes uncompressed. counts (may be NULL) counts
+ * both outcomes. Tags: the ring's, and the scale's above bit 31.
+ */
+chorus_status_t coll_compressed_allreduce_task(const coll_args_t *args, chorus_dtype_t wire,
+                                               const coll_env_t *env, tl_port_t *port,
+                                               uint64_t tag_base, coll_scratch_pool_t *pool,
+                                               coll_compress_counts_t *counts,
+                                               chorus__task_t **task_p);
 
 /* The algorithm of coll called name (a builder, or a team variant of a built-in transport). */
 const coll_alg_t *coll_alg_find(coll_type_t coll, const char *name);

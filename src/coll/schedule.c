@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "reduce/reduce.h"
+#include "reduce/wire.h"
 #include "util/log.h"
 #include "util/time.h"
 
@@ -35,6 +36,8 @@ void coll_sched_init(coll_sched_t *sched, chorus_dtype_t dtype, chorus_op_t op, 
     sched->nranks = nranks;
     sched->status = CHORUS_OK;
     sched->failed_peer = -1;
+    sched->wire = CHORUS_DTYPE_COUNT;
+    sched->wire_scale = 1.0f;
 }
 
 chorus_status_t coll_sched_create(coll_scratch_pool_t *pool, chorus_dtype_t dtype,
@@ -377,18 +380,61 @@ static int step_deps_done(const coll_sched_t *s, const coll_step_t *step)
     return 1;
 }
 
+/* Whether the schedule's transfers are compressed (float32 values, 16 bits on the wire). */
+static int sched_wired(const coll_sched_t *s)
+{
+    return s->wire != CHORUS_DTYPE_COUNT && s->dtype == CHORUS_FLOAT32;
+}
+
+/* Bytes a transfer step moves: its own, or half of them on a 16-bit wire. */
+static size_t step_wire_bytes(const coll_sched_t *s, const coll_step_t *step)
+{
+    return sched_wired(s) ? step->bytes / sizeof(float) * 2 : step->bytes;
+}
+
+/*
+ * Compressed: every transfer's 16-bit values get their place in one scratch
+ * buffer of the schedule's, at its first transfer. 0, or -1 out of memory.
+ */
+static int sched_wire_prepare(coll_sched_t *s)
+{
+    size_t total = 0, off = 0;
+    char *base;
+
+    for (size_t i = 0; i < s->nsteps; i++)
+        if (s->steps[i].kind == COLL_STEP_SEND || s->steps[i].kind == COLL_STEP_RECV)
+            total += step_wire_bytes(s, &s->steps[i]);
+    base = coll_sched_alloc(s, total > 0 ? total : 1);
+    if (base == NULL)
+        return -1;
+    for (size_t i = 0; i < s->nsteps; i++) {
+        coll_step_t *step = &s->steps[i];
+
+        if (step->kind != COLL_STEP_SEND && step->kind != COLL_STEP_RECV)
+            continue;
+        step->wire_buf = base + off;
+        off += step_wire_bytes(s, step);
+    }
+    return 0;
+}
+
 /* A posted transfer whose request is done: check it. Returns 0 or a negative status. */
 static int step_complete_transfer(coll_sched_t *s, coll_step_t *step)
 {
+    size_t expected = step_wire_bytes(s, step);
+
     if (step->req.status != CHORUS_OK)
         return sched_fail(s, step->req.status, step->peer);
-    if (step->kind == COLL_STEP_RECV && step->req.length != step->bytes) {
+    if (step->kind == COLL_STEP_RECV && step->req.length != expected) {
         chorus_error("received %zu bytes from peer %d, expected %zu (tag %u)",
-                     step->req.length, step->peer, step->bytes, step->tag);
-        return sched_fail(s, step->req.length > step->bytes ? CHORUS_ERR_TRUNCATED
-                                                            : CHORUS_ERR_PROTOCOL,
+                     step->req.length, step->peer, expected, step->tag);
+        return sched_fail(s, step->req.length > expected ? CHORUS_ERR_TRUNCATED
+                                                         : CHORUS_ERR_PROTOCOL,
                           step->peer);
     }
+    if (step->kind == COLL_STEP_RECV && step->wire_buf != NULL)
+        chorus__wire_widen(s->wire, step->dst, step->wire_buf, step->bytes / sizeof(float),
+                           s->wire_scale);
     step->state = STEP_DONE;
     return 0;
 }
@@ -463,10 +509,21 @@ static int step_start(coll_sched_t *s, coll_step_t *step)
     }
     memset(&step->req, 0, sizeof(step->req));
     tag = s->tag_base | step->tag | (step->final ? TL_TAG_FINAL : 0);
+    if (sched_wired(s)) {
+        if (step->wire_buf == NULL && sched_wire_prepare(s) != 0)
+            return sched_fail(s, CHORUS_ERR_NO_MEMORY, -1);
+        if (step->kind == COLL_STEP_SEND)
+            chorus__wire_narrow(s->wire, step->wire_buf, step->src,
+                                step->bytes / sizeof(float), s->wire_scale);
+    }
     if (step->kind == COLL_STEP_SEND)
-        st = s->port->send_nb(s->port, step->peer, tag, step->src, step->bytes, &step->req);
+        st = s->port->send_nb(s->port, step->peer, tag,
+                              step->wire_buf ? step->wire_buf : step->src,
+                              step_wire_bytes(s, step), &step->req);
     else
-        st = s->port->recv_nb(s->port, step->peer, tag, step->dst, step->bytes, &step->req);
+        st = s->port->recv_nb(s->port, step->peer, tag,
+                              step->wire_buf ? step->wire_buf : step->dst,
+                              step_wire_bytes(s, step), &step->req);
     if (st != CHORUS_OK)
         return sched_fail(s, st, step->peer);
     step->state = STEP_POSTED;

@@ -1,0 +1,137 @@
+/*
+ * Compressed allreduce (CHORUS_COMPRESS_FP16, _BF16) of float32: one task,
+ * a composite of
+ *
+ *   1. this rank's largest |value|;
+ *   2. the maximum of it over the ranks (recursive doubling, one float64);
+ *   3. the scale every rank derives from it alike (reduce/wire.h): the
+ *      largest power of two that keeps the sum of every rank's values in
+ *      the wire format's range, or no compression when a value is not
+ *      finite;
+ *   4. the ring allreduce with its transfers on the 16-bit wire: every hop
+ *      widens what it receives, adds in float32 and narrows only what it
+ *      sends on;
+ *   5. every rank's result rounded through the wire once, so that the rank
+ *      that finished a chunk in float32 holds the same bits as the ranks
+ *      that received it.
+ *
+ * The ring keeps each chunk's sum on one rank before it is passed around,
+ * which is what makes 5 give every rank the same bits.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "coll/coll.h"
+#include "reduce/wire.h"
+#include "util/log.h"
+
+/* Tags of the scale's exchange, above every tag of the ring. */
+#define COMPRESS_TAG_SCALE (1u << 31)
+
+typedef struct {
+    coll_args_t args;
+    chorus_dtype_t wire;
+    coll_sched_t *ring;
+    coll_compress_counts_t *counts;
+    double local;
+    double global;
+} compress_state_t;
+
+static chorus_status_t compress_local_max(void *arg)
+{
+    compress_state_t *st = arg;
+
+    st->local = chorus__wire_maxabs(st->args.sendbuf, st->args.count);
+    return CHORUS_OK;
+}
+
+static chorus_status_t compress_decide(void *arg)
+{
+    compress_state_t *st = arg;
+    float scale = chorus__wire_scale(st->wire, st->global, st->args.size);
+
+    if (scale == 0) {
+        chorus_info("rank %d: a compressed allreduce of %zu values goes uncompressed: a "
+                    "value is not finite", st->args.rank, st->args.count);
+        st->ring->wire = CHORUS_DTYPE_COUNT;
+        if (st->counts != NULL)
+            atomic_fetch_add(&st->counts->fallbacks, 1);
+        return CHORUS_OK;
+    }
+    st->ring->wire = st->wire;
+    st->ring->wire_scale = scale;
+    if (st->counts != NULL)
+        atomic_fetch_add(&st->counts->compressed, 1);
+    return CHORUS_OK;
+}
+
+static chorus_status_t compress_round(void *arg)
+{
+    compress_state_t *st = arg;
+
+    if (st->ring->wire != CHORUS_DTYPE_COUNT && st->args.size > 1)
+        chorus__wire_round(st->wire, st->args.recvbuf, st->args.count, st->ring->wire_scale);
+    return CHORUS_OK;
+}
+
+chorus_status_t coll_compressed_allreduce_task(const coll_args_t *args, chorus_dtype_t wire,
+                                               const coll_env_t *env, tl_port_t *port,
+                                               uint64_t tag_base, coll_scratch_pool_t *pool,
+                                               coll_compress_counts_t *counts,
+                                               chorus__task_t **task_p)
+{
+    chorus__task_t *task = NULL, *ring = NULL, *scale = NULL;
+    compress_state_t *st;
+    coll_args_t max_args;
+    chorus_status_t status;
+
+    if (args->dtype != CHORUS_FLOAT32 || (wire != CHORUS_FLOAT16 && wire != CHORUS_BFLOAT16))
+        return CHORUS_ERR_INVALID_ARG;
+    status = coll_alg_task(&coll_ring_allreduce, args, env, port, tag_base, pool, &ring);
+    if (status != CHORUS_OK)
+        return status;
+    /* The state lives in the ring's scratch: it goes when the composite does. */
+    st = coll_sched_alloc((coll_sched_t *)ring, sizeof(*st));
+    if (st == NULL) {
+        chorus__task_finalize(ring);
+        return CHORUS_ERR_NO_MEMORY;
+    }
+    memset(st, 0, sizeof(*st));
+    st->args = *args;
+    st->wire = wire;
+    st->ring = (coll_sched_t *)ring;
+    st->counts = counts;
+    max_args = (coll_args_t){.coll = COLL_ALLREDUCE, .sendbuf = &st->local,
+                             .recvbuf = &st->global, .count = 1, .dtype = CHORUS_FLOAT64,
+                             .op = CHORUS_MAX, .rank = args->rank, .size = args->size,
+                             .chunk_bytes = args->chunk_bytes, .mem = args->mem};
+    status = coll_alg_task(&coll_rd_allreduce, &max_args, env, port,
+                           tag_base | COMPRESS_TAG_SCALE, pool, &scale);
+    if (status == CHORUS_OK)
+        status = chorus__composite_create(&task);
+    if (status != CHORUS_OK) {
+        chorus__task_finalize(scale);
+        chorus__task_finalize(ring);
+        return status;
+    }
+    /* add_task finalizes the sub-task it cannot take; the composite owns those it took. */
+    status = chorus__composite_add_fn(task, compress_local_max, st);
+    if (status != CHORUS_OK)
+        chorus__task_finalize(scale);
+    else
+        status = chorus__composite_add_task(task, scale);
+    if (status == CHORUS_OK)
+        status = chorus__composite_add_fn(task, compress_decide, st);
+    if (status != CHORUS_OK)
+        chorus__task_finalize(ring);
+    else
+        status = chorus__composite_add_task(task, ring);
+    if (status == CHORUS_OK)
+        status = chorus__composite_add_fn(task, compress_round, st);
+    if (status != CHORUS_OK) {
+        chorus__task_finalize(task);
+        return status;
+    }
+    *task_p = task;
+    return CHORUS_OK;
+}
