@@ -175,13 +175,22 @@ chorus_status_t chorus_comm_dup(chorus_comm_t comm, chorus_comm_t *newcomm_p);
  */
 typedef struct {
     size_t struct_size;
-    uint32_t flags;     /* CHORUS_FLAG_*: only chorus_fc_weight_grad takes any; else 0 */
+    uint32_t flags;     /* CHORUS_FLAG_*, CHORUS_COMPRESS_*: the calls that take them; else 0 */
     int priority;       /* reserved, must be 0 */
 } chorus_opts_t;
 
 /* chorus_fc_weight_grad's strategy, forced (at most one; every rank must agree). */
 #define CHORUS_FLAG_FC_LATE      0x1u   /* gather the inputs and errors, multiply locally */
 #define CHORUS_FLAG_FC_ALLREDUCE 0x2u   /* multiply locally, allreduce the gradient */
+
+/*
+ * Wire compression of an allreduce (direct or the engine's) of float32, sum
+ * or avg: values cross the network as float16 or bfloat16, scaled by a power
+ * of two the ranks agree on, and are added in float32 at every hop; every rank
+ * gets the same bits, within the bound of chorus_allreduce(3).
+ */
+#define CHORUS_COMPRESS_FP16     0x4u
+#define CHORUS_COMPRESS_BF16     0x8u
 
 #define CHORUS_OPTS_INIT { sizeof(chorus_opts_t), 0, 0 }
 

@@ -56,6 +56,40 @@ static int partial_overlap(const void *a, size_t alen, const void *b, size_t ble
     return pa < pb + blen && pb < pa + alen;
 }
 
+#define COMPRESS_FLAGS (CHORUS_COMPRESS_FP16 | CHORUS_COMPRESS_BF16)
+
+/* opts, with the compression flags on an allreduce of float32 by sum or avg only. */
+static chorus_status_t check_compress(const coll_args_t *a, const chorus_opts_t *opts,
+                                      char *why, size_t why_len)
+{
+    uint32_t flags = chorus__opts_flags(opts) & COMPRESS_FLAGS;
+    chorus_status_t status =
+        chorus__check_opts(opts, a->coll == COLL_ALLREDUCE ? COMPRESS_FLAGS : 0, why, why_len);
+
+    if (status != CHORUS_OK || flags == 0)
+        return status;
+    if (flags == COMPRESS_FLAGS) {
+        snprintf(why, why_len, "invalid argument opts->flags=0x%x: CHORUS_COMPRESS_FP16 and "
+                 "CHORUS_COMPRESS_BF16 together", opts->flags);
+        return CHORUS_ERR_INVALID_ARG;
+    }
+    if (a->dtype != CHORUS_FLOAT32 || (a->op != CHORUS_SUM && a->op != CHORUS_AVG)) {
+        snprintf(why, why_len, "invalid argument: compression takes float32 by sum or avg, "
+                 "not %s by %s", chorus_dtype_name(a->dtype), chorus_op_name(a->op));
+        return CHORUS_ERR_INVALID_ARG;
+    }
+    return CHORUS_OK;
+}
+
+chorus_dtype_t chorus__opts_wire(const chorus_opts_t *opts)
+{
+    uint32_t flags = chorus__opts_flags(opts);
+
+    return flags & CHORUS_COMPRESS_FP16   ? CHORUS_FLOAT16
+           : flags & CHORUS_COMPRESS_BF16 ? CHORUS_BFLOAT16
+                                          : CHORUS_DTYPE_COUNT;
+}
+
 static chorus_status_t check_args(chorus_comm_t comm, const coll_args_t *a,
                                   const chorus_opts_t *opts, size_t send_elems,
                                   size_t recv_elems, int in_place, char *why, size_t why_len)
@@ -107,7 +141,7 @@ static chorus_status_t check_args(chorus_comm_t comm, const coll_args_t *a,
                  "being the in-place layout", a->sendbuf, a->recvbuf);
         return CHORUS_ERR_INVALID_ARG;
     }
-    return chorus__check_opts(opts, 0, why, why_len);
+    return check_compress(a, opts, why, why_len);
 }
 
 chorus_status_t chorus__check_call(chorus_comm_t comm, coll_args_t *a,
@@ -176,7 +210,10 @@ static chorus_status_t coll_start(const char *fn, chorus_comm_t comm, coll_args_
             (void)chorus__call_refused(comm, coll_type_name(a->coll), a, why);
         return status;
     }
-    status = chorus__call(comm, a, blocking, &req);
+    if (chorus__opts_wire(opts) != CHORUS_DTYPE_COUNT)
+        status = chorus__call_compressed(comm, a, chorus__opts_wire(opts), &req);
+    else
+        status = chorus__call(comm, a, blocking, &req);
     /* Output arguments are written only on success (chorus_allreduce(3)). */
     if (status == CHORUS_OK)
         *req_p = req;

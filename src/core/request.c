@@ -300,6 +300,29 @@ chorus_status_t chorus__call_made(chorus_comm_t comm, const char *call, const co
     return CHORUS_OK;
 }
 
+typedef struct {
+    const coll_args_t *args;
+    chorus_dtype_t wire;
+} compressed_call_t;
+
+static chorus_status_t compressed_make(chorus_comm_t comm, void *arg, uint64_t tag_base,
+                                       chorus__task_t **task_p)
+{
+    const compressed_call_t *c = arg;
+
+    return coll_compressed_allreduce_task(c->args, c->wire, &comm->env, &comm->port.port,
+                                          tag_base, &comm->ctx->scratch_pool, NULL, task_p);
+}
+
+chorus_status_t chorus__call_compressed(chorus_comm_t comm, const coll_args_t *args,
+                                        chorus_dtype_t wire, chorus_request_t *req_p)
+{
+    compressed_call_t c = {args, wire};
+
+    return chorus__call_made(comm, coll_type_name(args->coll), args, compressed_make, &c,
+                             req_p);
+}
+
 chorus_status_t chorus__call_refused(chorus_comm_t comm, const char *call,
                                      const coll_args_t *args, const char *why)
 {

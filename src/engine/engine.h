@@ -50,6 +50,7 @@ typedef struct {
     uint8_t kind;           /* engine_kind_t */
     uint8_t dtype;
     uint8_t op;             /* allreduce only, else 0 */
+    uint8_t wire;           /* allreduce: CHORUS_FLOAT16, _BFLOAT16 compressed; else CHORUS_DTYPE_COUNT */
     int32_t root;           /* broadcast only, else 0 */
     uint64_t count;         /* allgather: elements per rank */
 } engine_desc_t;
@@ -106,6 +107,7 @@ typedef struct {
     uint64_t messages;          /* transfers of the negotiation (sends and receives) */
     uint64_t max_steady_messages;   /* most in a cycle that exchanged only the bitmap */
     uint64_t conflicts;
+    coll_compress_counts_t compress;    /* buckets compressed, and fallen back to float32 */
 } engine_counters_t;
 
 typedef struct engine_bucket engine_bucket_t;

@@ -187,12 +187,15 @@ static void engine_log_counters(const chorus_engine_t engine)
 
     chorus_info("rank %d: %llu submissions, %llu buckets (%llu bytes), %llu cycles "
                 "(%llu with new names, %llu stall checks), %llu negotiation messages (at most "
-                "%llu in a steady cycle), %llu conflicts",
+                "%llu in a steady cycle), %llu conflicts, %llu buckets compressed and %llu "
+                "sent in float32 for a value that is not finite",
                 engine->rank, (unsigned long long)c->submissions,
                 (unsigned long long)c->buckets, (unsigned long long)c->bucket_bytes,
                 (unsigned long long)c->cycles, (unsigned long long)c->name_exchanges,
                 (unsigned long long)c->stall_checks, (unsigned long long)c->messages,
-                (unsigned long long)c->max_steady_messages, (unsigned long long)c->conflicts);
+                (unsigned long long)c->max_steady_messages, (unsigned long long)c->conflicts,
+                (unsigned long long)atomic_load(&c->compress.compressed),
+                (unsigned long long)atomic_load(&c->compress.fallbacks));
 }
 
 chorus_status_t chorus_engine_destroy(chorus_engine_t engine)
@@ -313,6 +316,7 @@ static chorus_status_t engine_submit(const char *fn, chorus_engine_t engine, con
         sub->req = req;
         sub->desc = (engine_desc_t){.kind = (uint8_t)kind, .dtype = (uint8_t)args->dtype,
                                     .op = kind == ENGINE_ALLREDUCE ? (uint8_t)args->op : 0,
+                                    .wire = (uint8_t)chorus__opts_wire(opts),
                                     .root = kind == ENGINE_BROADCAST ? args->root : 0,
                                     .count = args->count};
         sub->sendbuf = args->sendbuf;

@@ -98,13 +98,19 @@ static chorus_status_t bucket_make(chorus_comm_t comm, void *arg, uint64_t tag_b
     chorus__task_t *coll = NULL, *task = NULL;
     chorus_status_t status;
 
-    if (alg == NULL) {
+    if (b->key.wire != CHORUS_DTYPE_COUNT) {
+        status = coll_compressed_allreduce_task(&b->args, (chorus_dtype_t)b->key.wire,
+                                                &comm->env, &comm->port.port, tag_base,
+                                                &comm->ctx->scratch_pool,
+                                                &b->engine->counters.compress, &coll);
+    } else if (alg == NULL) {
         chorus_error("rank %d: no algorithm runs a %s bucket of %zu bytes", comm->rank,
                      coll_type_name(b->args.coll), coll_args_bytes(&b->args));
         return CHORUS_ERR_UNSUPPORTED;
+    } else {
+        status = coll_alg_task(alg, &b->args, &comm->env, &comm->port.port, tag_base,
+                               &comm->ctx->scratch_pool, &coll);
     }
-    status = coll_alg_task(alg, &b->args, &comm->env, &comm->port.port, tag_base,
-                           &comm->ctx->scratch_pool, &coll);
     if (status == CHORUS_OK)
         status = chorus__composite_create(&task);
     if (status != CHORUS_OK) {
@@ -197,7 +203,8 @@ static chorus_status_t bucket_launch(chorus_engine_t engine, engine_bucket_t *b)
 
 static int same_group(const engine_desc_t *a, const engine_desc_t *b)
 {
-    return a->kind == b->kind && a->dtype == b->dtype && a->op == b->op && a->root == b->root;
+    return a->kind == b->kind && a->dtype == b->dtype && a->op == b->op && a->root == b->root &&
+           a->wire == b->wire;
 }
 
 static engine_bucket_t *bucket_new(chorus_engine_t engine, const engine_desc_t *desc)

@@ -5,7 +5,7 @@
  *
  * An announcement record is, in this rank's byte order (every rank of a job
  * runs on the same architecture): a 16-bit name length, the name, then the
- * description (kind, dtype, op, a pad byte, 32-bit root, 64-bit count).
+ * description (kind, dtype, op, wire, 32-bit root, 64-bit count).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -124,7 +124,7 @@ chorus_status_t engine_names_agree(engine_names_t *names, engine_name_t *entry)
 int engine_desc_equal(const engine_desc_t *a, const engine_desc_t *b)
 {
     return a->kind == b->kind && a->dtype == b->dtype && a->op == b->op && a->root == b->root &&
-           a->count == b->count;
+           a->count == b->count && a->wire == b->wire;
 }
 
 void engine_desc_format(const engine_desc_t *d, char *buf, size_t len)
@@ -136,7 +136,10 @@ void engine_desc_format(const engine_desc_t *d, char *buf, size_t len)
     case ENGINE_ALLREDUCE: {
         const char *op = chorus_op_name((chorus_op_t)d->op);
 
-        snprintf(buf, len, "%llu x %s %s", (unsigned long long)d->count, dtype, op ? op : "?");
+        const char *wire = chorus_dtype_name((chorus_dtype_t)d->wire);
+
+        snprintf(buf, len, "%llu x %s %s%s%s", (unsigned long long)d->count, dtype,
+                 op ? op : "?", wire ? " compressed to " : "", wire ? wire : "");
         break;
     }
     case ENGINE_BROADCAST:
@@ -173,7 +176,7 @@ static uint8_t *record_put(uint8_t *p, const char *name, const engine_desc_t *d)
     p[0] = d->kind;
     p[1] = d->dtype;
     p[2] = d->op;
-    p[3] = 0;
+    p[3] = d->wire;
     memcpy(p + 4, &d->root, 4);
     memcpy(p + 8, &d->count, 8);
     return p + RECORD_DESC_BYTES;
@@ -197,11 +200,16 @@ static int record_get(const uint8_t **p, size_t *left, char *name, engine_desc_t
     d->kind = (*p)[0];
     d->dtype = (*p)[1];
     d->op = (*p)[2];
+    d->wire = (*p)[3];
     memcpy(&d->root, *p + 4, 4);
     memcpy(&d->count, *p + 8, 8);
     *p += RECORD_DESC_BYTES;
     *left -= 2u + len + RECORD_DESC_BYTES;
-    return d->kind < ENGINE_KIND_COUNT && d->dtype < CHORUS_DTYPE_COUNT ? 0 : -1;
+    return d->kind < ENGINE_KIND_COUNT && d->dtype < CHORUS_DTYPE_COUNT &&
+                   (d->wire == CHORUS_FLOAT16 || d->wire == CHORUS_BFLOAT16 ||
+                    d->wire == CHORUS_DTYPE_COUNT)
+               ? 0
+               : -1;
 }
 
 chorus_status_t engine_names_pack(chorus_engine_t engine, void **buf_p, size_t *len_p)
