@@ -92,9 +92,14 @@ static chorus_status_t perf_post(perf_ctx_t *c, const perf_args_t *a, int in_pla
 
     perf_buffers(a, in_place, c->set_send[set], c->set_recv[set], &s, &r);
     switch (a->coll) {
-    case PERF_ALLREDUCE:
-        return req_p ? chorus_iallreduce(s, r, a->count, a->dtype, a->op, c->comm, NULL, req_p)
-                     : chorus_allreduce(s, r, a->count, a->dtype, a->op, c->comm, NULL);
+    case PERF_ALLREDUCE: {
+        chorus_opts_t opts = CHORUS_OPTS_INIT;
+
+        opts.flags = a->compress;
+        return req_p ? chorus_iallreduce(s, r, a->count, a->dtype, a->op, c->comm, &opts,
+                                         req_p)
+                     : chorus_allreduce(s, r, a->count, a->dtype, a->op, c->comm, &opts);
+    }
     case PERF_ALLGATHER:
         return req_p ? chorus_iallgather(s, r, a->count, a->dtype, c->comm, NULL, req_p)
                      : chorus_allgather(s, r, a->count, a->dtype, c->comm, NULL);
@@ -276,7 +281,8 @@ static void perf_run_coll(perf_ctx_t *c, perf_coll_t coll)
 {
     const perf_opts_t *o = c->opts;
     const perf_coll_info_t *info = perf_coll_info(coll);
-    perf_args_t a = {.coll = coll, .rank = c->rank, .nranks = c->nranks};
+    perf_args_t a = {.coll = coll, .rank = c->rank, .nranks = c->nranks,
+                     .compress = o->compress};
     int d0 = o->dtype == PERF_ALL ? 0 : o->dtype;
     int d1 = o->dtype == PERF_ALL ? CHORUS_DTYPE_COUNT - 1 : o->dtype;
     int op0 = o->op == PERF_ALL ? 0 : o->op;

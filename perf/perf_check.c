@@ -1,6 +1,7 @@
 /* chorus-perf collectives: sizes, in-place layouts, inputs and checks. */
 #include "perf/perf_check.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -208,6 +209,37 @@ static size_t count_wrong(const perf_args_t *a, const void *out, const double *w
     return wrong;
 }
 
+double perf_compress_bound(uint32_t compress, chorus_op_t op, int nranks, double maxabs)
+{
+    int fp16 = compress == CHORUS_COMPRESS_FP16;
+    double u = ldexp(1, fp16 ? -11 : -8), d = fp16 ? ldexp(1, -25) : 0;
+    double top = fp16 ? 65504.0 : 3.3895313892515355e38, s = 1, p = nranks, b;
+
+    if (maxabs > 0) {
+        s = ldexp(1, (int)floor(log2(top / (p * maxabs))));
+        s = fp16 ? fmin(s, ldexp(1, 64)) : fmin(s, 1);
+    }
+    b = (u + ldexp(1, -24)) * p * (p + 1) / 2 * maxabs + p * d / s;
+    return op == CHORUS_AVG ? b / p : b;
+}
+
+/* Compressed: elements of out[0..n) farther from the reduction at first + i than the bound. */
+static size_t check_compressed(const perf_args_t *a, const void *out, size_t first, size_t n)
+{
+    size_t period = reduce_period(a), wrong = 0;
+    double most = 0, bound;
+
+    for (int r = 0; r < a->nranks; r++)
+        for (size_t k = 0; k < period; k++)
+            most = fmax(most, fabs((double)perf_reduce_value(a->dtype, a->op, r, a->nranks, k)));
+    bound = perf_compress_bound(a->compress, a->op, a->nranks, most);
+    for (size_t i = 0; i < n; i++)
+        wrong += !(fabs(perf_load(a->dtype, out, i) -
+                        perf_reduce_expected(a->dtype, a->op, a->nranks,
+                                             (first + i) % period)) <= bound);
+    return wrong;
+}
+
 /* Counts elements of out[0..n) that differ from the reduction at first + i. */
 static size_t check_reduced(const perf_args_t *a, const void *out, size_t first, size_t n)
 {
@@ -252,7 +284,8 @@ size_t perf_check(const perf_args_t *a, int in_place, const void *send_base,
     perf_buffers(a, in_place, (void *)send_base, (void *)recv_base, &send, &recv);
     switch (a->coll) {
     case PERF_ALLREDUCE:
-        return check_reduced(a, recv, 0, a->count);
+        return a->compress ? check_compressed(a, recv, 0, a->count)
+                           : check_reduced(a, recv, 0, a->count);
     case PERF_ALLGATHER:
         for (int j = 0; j < a->nranks; j++)
             wrong += check_copied(a, j, block(a, recv, j), 0, a->count);

@@ -44,6 +44,7 @@ typedef struct {
     int root;
     int rank, nranks;
     size_t count;
+    uint32_t compress;  /* CHORUS_COMPRESS_FP16 or _BF16: checked within the bound */
 } perf_args_t;
 
 /*
@@ -75,7 +76,15 @@ void perf_buffers(const perf_args_t *a, int in_place, void *send_base, void *rec
 
 /* Writes the check inputs and a sentinel into every output element. */
 void perf_fill(const perf_args_t *a, int in_place, void *send_base, void *recv_base);
-/* Counts output elements that differ from the exact expected value. */
+/*
+ * The bound of chorus_allreduce(3) on the error of a compressed allreduce of
+ * nranks values of at most maxabs (avg: of their mean).
+ */
+double perf_compress_bound(uint32_t compress, chorus_op_t op, int nranks, double maxabs);
+/*
+ * Counts output elements that differ from the exact expected value (a
+ * compressed allreduce: that lie outside the bound).
+ */
 size_t perf_check(const perf_args_t *a, int in_place, const void *send_base,
                   const void *recv_base);
 

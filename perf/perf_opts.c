@@ -36,6 +36,9 @@ const char perf_usage_text[] =
     "  --out N[,N...]       fc_weight_grad: output features, 1 or more (default 1024)\n"
     "  -np N                start N local ranks of chorus-perf (default: run as one\n"
     "                       rank of the job that started it; see below)\n"
+    "  --compress W         allreduce of float32 by sum or avg compressed on the wire,\n"
+    "                       W fp16 or bf16; results are checked against the bound of\n"
+    "                       chorus_allreduce(3) instead of exactly\n"
     "  --json FILE          also write the results to FILE as JSON\n"
     "  -h, --help           print this help\n"
     "  --version            print the version of chorus-perf and of the library\n"
@@ -132,6 +135,7 @@ static const struct {
     {"-r", "--root", FOR_COLL},     {"-np", "-np", FOR_ANY},
     {"--json", "--json", FOR_ANY},  {"--rows", "--rows", FOR_FC},
     {"--in", "--in", FOR_FC},       {"--out", "--out", FOR_FC},
+    {"--compress", "--compress", FOR_COLL},
 };
 
 #define VALUE_OPT_COUNT (sizeof(value_opts) / sizeof(value_opts[0]))
@@ -217,6 +221,12 @@ static int set_value(perf_opts_t *o, int which, const char *opt, const char *v,
     case 11: return set_list(opt, v, 0, &o->rows, err, errlen);
     case 12: return set_list(opt, v, 1, &o->in, err, errlen);
     case 13: return set_list(opt, v, 1, &o->out, err, errlen);
+    case 14:
+        o->compress = strcmp(v, "fp16") == 0   ? CHORUS_COMPRESS_FP16
+                      : strcmp(v, "bf16") == 0 ? CHORUS_COMPRESS_BF16
+                                               : 0;
+        ok = o->compress != 0;
+        break;
     default: break;
     }
     if (!ok)
@@ -296,6 +306,12 @@ static int check_command(const perf_opts_t *o, const int *given, char *err, size
             snprintf(err, errlen, "option %s does not apply to fc_weight_grad", names);
         else
             snprintf(err, errlen, "option %s applies to fc_weight_grad only", names);
+        return -1;
+    }
+    if (o->compress != 0 &&
+        (o->coll != PERF_ALLREDUCE || o->dtype != CHORUS_FLOAT32 ||
+         (o->op != CHORUS_SUM && o->op != CHORUS_AVG))) {
+        snprintf(err, errlen, "--compress takes allreduce of float32 by sum or avg only");
         return -1;
     }
     if (fc && o->dtype != PERF_ALL && !perf_dtype_info((chorus_dtype_t)o->dtype)->is_float) {

@@ -3,6 +3,7 @@
 #define CHORUS_PERF_OPTS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #define PERF_ALL (-1)
 /* coll: the fc_weight_grad subcommand, which times shapes instead of sizes. */
@@ -29,6 +30,7 @@ typedef struct {
     int nranks;            /* -np: ranks to spawn; 0: run under the current launcher */
     int np_argi;           /* index of "-np" in argv, 0 when absent */
     const char *json_path; /* NULL: no JSON */
+    uint32_t compress;     /* CHORUS_COMPRESS_FP16 or _BF16 (allreduce of float32), or 0 */
     /* fc_weight_grad: every combination of rows (per rank), in and out features */
     perf_size_list_t rows, in, out;
     int help;              /* -h or --help: print the usage, nothing else */

@@ -49,6 +49,10 @@ void perf_print_header(FILE *f, const perf_opts_t *opts, perf_coll_t coll,
         fprintf(f, "# sizes %zu to %zu bytes, factor %zu, %d iterations after %d warmup, "
                 "check %d\n", opts->minbytes, opts->maxbytes, opts->factor, opts->iters,
                 opts->warmup, opts->check);
+    if (opts->compress)
+        fprintf(f, "# compressed to %s on the wire: checked within the bound of "
+                "chorus_allreduce(3)\n", opts->compress == CHORUS_COMPRESS_FP16 ? "float16"
+                                                                                : "bfloat16");
     fprintf(f, "#\n");
     /* The labels start over the time column of each half. */
     fprintf(f, "%-*s   %-31s   %s\n", rooted ? 50 : 44, "#", "out-of-place", "in-place");
@@ -292,6 +296,9 @@ void perf_json_begin(perf_json_t *j, FILE *f, const perf_opts_t *opts,
                 opts->minbytes, opts->maxbytes, opts->factor);
     fprintf(f, "  \"iters\": %d,\n  \"warmup_iters\": %d,\n  \"check\": %d,\n",
             opts->iters, opts->warmup, opts->check);
+    fprintf(f, "  \"compress\": %s,\n", opts->compress == CHORUS_COMPRESS_FP16   ? "\"fp16\""
+                                          : opts->compress == CHORUS_COMPRESS_BF16 ? "\"bf16\""
+                                                                                   : "null");
     fprintf(f, "  \"results\": [");
 }
 
