@@ -67,29 +67,6 @@ const char perf_usage_text[] =
     "\n"
     "The exit code is 1 when any element was wrong, 2 for a usage error.\n";
 
-int perf_parse_size(const char *text, size_t *bytes_p)
-{
-    unsigned long long v, mult = 1;
-    char *end;
-
-    if (text == NULL || *text < '0' || *text > '9')
-        return -1;
-    errno = 0;
-    v = strtoull(text, &end, 10);
-    if (errno != 0)
-        return -1;
-    switch (*end) {
-    case 'k': case 'K': mult = 1ull << 10; end++; break;
-    case 'm': case 'M': mult = 1ull << 20; end++; break;
-    case 'g': case 'G': mult = 1ull << 30; end++; break;
-    default: break;
-    }
-    if (*end != '\0' || (v != 0 && mult > SIZE_MAX / v))
-        return -1;
-    *bytes_p = (size_t)(v * mult);
-    return 0;
-}
-
 static int parse_int(const char *text, int min, int max, int *v_p)
 {
     char *end;

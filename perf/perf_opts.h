@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "perf/perf_size.h"
+
 #define PERF_ALL (-1)
 /* coll: the fc_weight_grad subcommand, which times shapes instead of sizes. */
 #define PERF_FC_WEIGHT_GRAD (-3)
@@ -43,8 +45,6 @@ typedef struct {
  */
 int perf_opts_parse(int argc, char **argv, perf_opts_t *opts, char *err, size_t errlen);
 
-/* "8", "64K", "64M", "1G" (powers of 1024) to bytes; -1 when invalid. */
-int perf_parse_size(const char *text, size_t *bytes_p);
 
 /*
  * The message sizes of a sweep: the first is minbytes; each next one is

@@ -57,6 +57,7 @@
 #include <unistd.h>
 
 #include "chorus.h"
+#include "perf/perf_size.h"
 #include "tools/tool_version.h"
 
 #define TS_PROG "chorus-train-step"
@@ -164,30 +165,6 @@ static int ts_parse_ms(const char *text, double max, double *v_p)
     return 0;
 }
 
-/* "8", "64K", "25M", "1G" (powers of 1024), as chorus-perf reads sizes. */
-static int ts_parse_bytes(const char *text, size_t *bytes_p)
-{
-    unsigned long long v, mult = 1;
-    char *end;
-
-    if (*text < '0' || *text > '9')
-        return -1;
-    errno = 0;
-    v = strtoull(text, &end, 10);
-    if (errno != 0)
-        return -1;
-    switch (*end) {
-    case 'k': case 'K': mult = 1ull << 10; end++; break;
-    case 'm': case 'M': mult = 1ull << 20; end++; break;
-    case 'g': case 'G': mult = 1ull << 30; end++; break;
-    default: break;
-    }
-    if (*end != '\0' || (v != 0 && mult > SIZE_MAX / v))
-        return -1;
-    *bytes_p = (size_t)(v * mult);
-    return 0;
-}
-
 enum { TS_OPT_STEPS = 256, TS_OPT_WARMUP, TS_OPT_COMPUTE, TS_OPT_SLEEP, TS_OPT_SHUFFLE,
        TS_OPT_BUCKET, TS_OPT_CYCLE, TS_OPT_UNIFORM, TS_OPT_JSON, TS_OPT_VERSION };
 
@@ -225,7 +202,7 @@ static int ts_opts_set(ts_opts_t *o, int opt, const char *v, char *err, size_t e
             expected = "milliseconds from 0 to 1000000";
         break;
     case TS_OPT_BUCKET:
-        if (ts_parse_bytes(v, &o->bucket_bytes) != 0)
+        if (perf_parse_size(v, &o->bucket_bytes) != 0)
             expected = "a size in bytes, with K, M or G";
         break;
     case TS_OPT_CYCLE:
@@ -239,7 +216,7 @@ static int ts_opts_set(ts_opts_t *o, int opt, const char *v, char *err, size_t e
         if (colon == NULL || colon - v >= (long)sizeof(n) ||
             (memcpy(n, v, (size_t)(colon - v)), n[colon - v] = '\0',
              ts_parse_int(n, 1, TS_TENSORS_MAX, &o->uniform_n) != 0) ||
-            ts_parse_bytes(colon + 1, &o->uniform_bytes) != 0 || o->uniform_bytes == 0 ||
+            perf_parse_size(colon + 1, &o->uniform_bytes) != 0 || o->uniform_bytes == 0 ||
             o->uniform_bytes % sizeof(float) != 0)
             expected = "N:BYTES, N from 1 to 4096, BYTES a positive multiple of 4";
         break;

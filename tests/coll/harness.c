@@ -77,6 +77,16 @@ static int free_port_on(const char *ip)
     return port_bindable(ip, 0);
 }
 
+int harness_expect_status(chorus_status_t got, chorus_status_t want, const char *what,
+                          int rank)
+{
+    if (got == want)
+        return 0;
+    fprintf(stderr, "rank %d: %s returned %s, expected %s\n", rank, what,
+            chorus_status_string(got), chorus_status_string(want));
+    return 1;
+}
+
 int harness_free_port(void)
 {
     return free_port_on("127.0.0.1");

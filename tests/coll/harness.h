@@ -48,4 +48,8 @@ int harness_run(const harness_opts_t *opts, harness_rank_fn fn, void *arg, int *
 /* A free TCP port on 127.0.0.1 (bound then released). */
 int harness_free_port(void);
 
+/* 0 when got is want; else 1, with a message naming rank, what and both statuses. */
+int harness_expect_status(chorus_status_t got, chorus_status_t want, const char *what,
+                          int rank);
+
 #endif

@@ -299,11 +299,8 @@ Test(compress, not_finite_goes_uncompressed, .timeout = 60)
 
 static int expect_invalid(chorus_status_t status, const char *what, int rank)
 {
-    if (status == CHORUS_ERR_INVALID_ARG)
-        return RC_OK;
-    fprintf(stderr, "rank %d: %s returned %s, expected CHORUS_ERR_INVALID_ARG\n", rank, what,
-            chorus_status_string(status));
-    return RC_STATUS;
+    return harness_expect_status(status, CHORUS_ERR_INVALID_ARG, what, rank) ? RC_STATUS
+                                                                             : RC_OK;
 }
 
 /* Every rank makes the same refused calls, so every one fails alike. */

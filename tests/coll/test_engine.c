@@ -525,11 +525,8 @@ ParameterizedTest(int *nranks, engine, messages_per_cycle, .timeout = 120)
 
 static int expect_invalid(chorus_status_t status, const char *what, int rank)
 {
-    if (status == CHORUS_ERR_INVALID_ARG)
-        return RC_OK;
-    fprintf(stderr, "rank %d: %s returned %s, expected CHORUS_ERR_INVALID_ARG\n", rank, what,
-            chorus_status_string(status));
-    return RC_STATUS;
+    return harness_expect_status(status, CHORUS_ERR_INVALID_ARG, what, rank) ? RC_STATUS
+                                                                             : RC_OK;
 }
 
 static int bad_args_rank(chorus_comm_t comm, int rank, int size, void *arg)

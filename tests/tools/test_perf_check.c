@@ -247,7 +247,7 @@ static void sim_setup(sim_t *s, perf_coll_t coll, chorus_dtype_t dtype, chorus_o
     for (int r = 0; r < n; r++) {
         perf_args_t *a = &s->a[r];
         size_t es = perf_dtype_info(dtype)->size;
-        *a = (perf_args_t){coll, dtype, op, root, r, n, count};
+        *a = (perf_args_t){coll, dtype, op, root, r, n, count, 0};
         /* +1: a non-NULL allocation even for count 0 */
         s->send_base[r] = calloc(perf_send_elems(a) + 1, es);
         s->recv_base[r] = calloc(perf_recv_elems(a) + 1, es);
@@ -395,7 +395,7 @@ Test(perf_check, every_collective_dtype_op_layout)
 
 Test(perf_check, in_place_pointers)
 {
-    perf_args_t a = {PERF_ALLGATHER, CHORUS_FLOAT32, CHORUS_SUM, 0, 2, 4, 10};
+    perf_args_t a = {PERF_ALLGATHER, CHORUS_FLOAT32, CHORUS_SUM, 0, 2, 4, 10, 0};
     char send[1], recv[160];
     void *s, *r;
 
@@ -416,7 +416,7 @@ Test(perf_check, in_place_pointers)
 
 Test(perf_check, sizes_follow_nccl_tests)
 {
-    perf_args_t a = {PERF_ALLGATHER, CHORUS_FLOAT32, CHORUS_SUM, 0, 0, 4, 0};
+    perf_args_t a = {PERF_ALLGATHER, CHORUS_FLOAT32, CHORUS_SUM, 0, 0, 4, 0, 0};
 
     a.count = perf_count_for_bytes(PERF_ALLGATHER, CHORUS_FLOAT32, 4, 1024);
     cr_expect_eq(a.count, 64);
