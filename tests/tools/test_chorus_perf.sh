@@ -3,7 +3,8 @@
 # errors, and every collective, dtype and op at 6 ranks with no wrong element;
 # the sweep's last size, the root and algorithm columns, skipped sizes, the
 # warning for more ranks than cores, and a run under torchrun's variables;
-# fc_weight_grad's strategies, choice and checks at 3 ranks, and its options.
+# fc_weight_grad's strategies, choice and checks at 3 ranks, and its options. Allreduce
+# compressed on the wire, and the commands compression refuses.
 #
 # usage: test_chorus_perf.sh PATH_TO_CHORUS_PERF   (or set CHORUS_PERF)
 set -u
@@ -84,6 +85,22 @@ check "rows for 32 and 64 bytes as 24 and 48" \
     [ "$(grep -v '^#' "$TMP/skip" | awk '{print $1}' | tr '\n' ' ')" = "24 48 " ]
 check "the rounded maximum is named" \
     grep -q '^# 64 bytes ran as 48: whole float64 elements' "$TMP/skip"
+
+# Compressed allreduce: float16 and bfloat16 on the wire, checked within the bound; refused
+# where compression does not apply.
+for w in fp16 bf16; do
+    perf allreduce -np 3 -b 4 -e 1M -f 16 -o avg -n 2 -w 1 --compress $w > "$TMP/cmp" 2>&1
+    check "allreduce --compress $w at 3 ranks exits 0 (got $?)" [ $? -eq 0 ]
+    check "--compress $w: the header says so" grep -q '^# compressed to .* on the wire' "$TMP/cmp"
+    check "--compress $w: every element within the bound" \
+        grep -qx '# out-of-place/in-place wrong elements total: 0' "$TMP/cmp"
+done
+for args in "allgather --compress fp16" "allreduce -d int32 --compress fp16" \
+            "allreduce -o max --compress bf16" "allreduce --compress fp8"; do
+    # shellcheck disable=SC2086
+    perf $args -np 2 > "$TMP/cmp" 2>&1
+    check "chorus-perf $args exits 2 (got $?)" [ $? -eq 2 ]
+done
 
 # The root column only where there is a root: broadcast and reduce, every root.
 perf broadcast -np 2 -b 4 -e 8 -r all -n 1 -w 0 > "$TMP/root" 2>&1
