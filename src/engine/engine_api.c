@@ -298,7 +298,7 @@ static chorus_status_t engine_submit(const char *fn, chorus_engine_t engine, con
                                      engine_kind_t kind, coll_args_t *args,
                                      const chorus_opts_t *opts, chorus_request_t *req_p)
 {
-    char why[CHORUS__REFUSAL_WHY_MAX];
+    char why[CHORUS__REFUSAL_WHY_MAX] = "out of memory";
     engine_sub_t *sub = NULL;
     chorus_request_t req = NULL;
     chorus_status_t status;

@@ -234,8 +234,19 @@ static chorus_status_t cycle_take_ready(chorus_engine_t engine, const cycle_t *c
 
     *ready_p = NULL;
     *n_p = 0;
-    for (size_t id = 0; id < c->nids; id++)
-        n += and[id] != 0;
+    for (size_t id = 0; id < c->nids; id++) {
+        const engine_sub_t *sub = engine->names.by_id[id]->pending;
+
+        if (!and[id])
+            continue;
+        /* Held here when the cycle began, and nothing but a bucket takes it away. */
+        if (sub == NULL || sub->announce) {
+            chorus_error("rank %d: tensor '%s' is ready everywhere but not held here",
+                         engine->rank, engine->names.by_id[id]->name);
+            return CHORUS_ERR_INTERNAL;
+        }
+        n++;
+    }
     if (n == 0)
         return CHORUS_OK;
     ready = malloc(n * sizeof(*ready));
@@ -247,7 +258,6 @@ static chorus_status_t cycle_take_ready(chorus_engine_t engine, const cycle_t *c
 
         if (!and[id])
             continue;
-        /* Held here when the cycle began, and nothing but a bucket takes it away. */
         ready[n++] = e->pending;
         engine->ready_bytes -= engine_desc_bytes(&e->pending->desc, engine->size);
         e->pending = NULL;
