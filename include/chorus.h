@@ -184,10 +184,11 @@ typedef struct {
 #define CHORUS_FLAG_FC_ALLREDUCE 0x2u   /* multiply locally, allreduce the gradient */
 
 /*
- * Wire compression of an allreduce (direct or the engine's) of float32, sum
- * or avg: values cross the network as float16 or bfloat16, scaled by a power
- * of two the ranks agree on, and are added in float32 at every hop; every rank
- * gets the same bits, within the bound of chorus_allreduce(3).
+ * Wire compression of an allreduce (direct or the engine's) or a
+ * reduce-scatter of float32, sum or avg: values cross the network as float16
+ * or bfloat16, scaled by a power of two the ranks agree on, and are added in
+ * float32 at every hop; an allreduce's ranks get the same bits; within the
+ * bound of chorus_allreduce(3).
  */
 #define CHORUS_COMPRESS_FP16     0x4u
 #define CHORUS_COMPRESS_BF16     0x8u

@@ -107,10 +107,14 @@ static chorus_status_t perf_post(perf_ctx_t *c, const perf_args_t *a, int in_pla
         return req_p ? chorus_ibroadcast(s, r, a->count, a->dtype, a->root, c->comm, NULL,
                                          req_p)
                      : chorus_broadcast(s, r, a->count, a->dtype, a->root, c->comm, NULL);
-    case PERF_REDUCE_SCATTER:
-        return req_p ? chorus_ireduce_scatter(s, r, a->count, a->dtype, a->op, c->comm, NULL,
+    case PERF_REDUCE_SCATTER: {
+        chorus_opts_t opts = CHORUS_OPTS_INIT;
+
+        opts.flags = a->compress;
+        return req_p ? chorus_ireduce_scatter(s, r, a->count, a->dtype, a->op, c->comm, &opts,
                                               req_p)
-                     : chorus_reduce_scatter(s, r, a->count, a->dtype, a->op, c->comm, NULL);
+                     : chorus_reduce_scatter(s, r, a->count, a->dtype, a->op, c->comm, &opts);
+    }
     case PERF_REDUCE:
         return req_p ? chorus_ireduce(s, r, a->count, a->dtype, a->op, a->root, c->comm, NULL,
                                       req_p)

@@ -293,7 +293,8 @@ size_t perf_check(const perf_args_t *a, int in_place, const void *send_base,
     case PERF_BROADCAST:
         return check_copied(a, a->root, recv, 0, a->count);
     case PERF_REDUCE_SCATTER:
-        return check_reduced(a, recv, (size_t)a->rank * a->count, a->count);
+        return a->compress ? check_compressed(a, recv, (size_t)a->rank * a->count, a->count)
+                           : check_reduced(a, recv, (size_t)a->rank * a->count, a->count);
     case PERF_REDUCE:
         return a->rank == a->root ? check_reduced(a, recv, 0, a->count) : 0;
     case PERF_ALLTOALL:

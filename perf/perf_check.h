@@ -77,13 +77,13 @@ void perf_buffers(const perf_args_t *a, int in_place, void *send_base, void *rec
 /* Writes the check inputs and a sentinel into every output element. */
 void perf_fill(const perf_args_t *a, int in_place, void *send_base, void *recv_base);
 /*
- * The bound of chorus_allreduce(3) on the error of a compressed allreduce of
- * nranks values of at most maxabs (avg: of their mean).
+ * The bound of chorus_allreduce(3) on the error of a compressed allreduce or
+ * reduce-scatter of nranks values of at most maxabs (avg: of their mean).
  */
 double perf_compress_bound(uint32_t compress, chorus_op_t op, int nranks, double maxabs);
 /*
  * Counts output elements that differ from the exact expected value (a
- * compressed allreduce: that lie outside the bound).
+ * compressed call: that lie outside the bound).
  */
 size_t perf_check(const perf_args_t *a, int in_place, const void *send_base,
                   const void *recv_base);

@@ -36,7 +36,8 @@ const char perf_usage_text[] =
     "  --out N[,N...]       fc_weight_grad: output features, 1 or more (default 1024)\n"
     "  -np N                start N local ranks of chorus-perf (default: run as one\n"
     "                       rank of the job that started it; see below)\n"
-    "  --compress W         allreduce of float32 by sum or avg compressed on the wire,\n"
+    "  --compress W         allreduce or reduce_scatter of float32 by sum or avg\n"
+    "                       compressed on the wire,\n"
     "                       W fp16 or bf16; results are checked against the bound of\n"
     "                       chorus_allreduce(3) instead of exactly\n"
     "  --json FILE          also write the results to FILE as JSON\n"
@@ -286,9 +287,10 @@ static int check_command(const perf_opts_t *o, const int *given, char *err, size
         return -1;
     }
     if (o->compress != 0 &&
-        (o->coll != PERF_ALLREDUCE || o->dtype != CHORUS_FLOAT32 ||
-         (o->op != CHORUS_SUM && o->op != CHORUS_AVG))) {
-        snprintf(err, errlen, "--compress takes allreduce of float32 by sum or avg only");
+        ((o->coll != PERF_ALLREDUCE && o->coll != PERF_REDUCE_SCATTER) ||
+         o->dtype != CHORUS_FLOAT32 || (o->op != CHORUS_SUM && o->op != CHORUS_AVG))) {
+        snprintf(err, errlen, "--compress takes allreduce or reduce_scatter of float32 by sum "
+                 "or avg only");
         return -1;
     }
     if (fc && o->dtype != PERF_ALL && !perf_dtype_info((chorus_dtype_t)o->dtype)->is_float) {

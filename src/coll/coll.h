@@ -324,7 +324,7 @@ chorus_status_t coll_alg_task(const coll_alg_t *alg, const coll_args_t *args,
                               const coll_env_t *env, tl_port_t *port, uint64_t tag_base,
                               coll_scratch_pool_t *pool, chorus__task_t **task_p);
 
-/* ---- compressed allreduce (coll_compress.c) --------------------------------- */
+/* ---- compressed allreduce and reduce-scatter (coll_compress.c) -------------- */
 
 /* How many compressed calls went compressed, and how many fell back to float32. */
 typedef struct {
@@ -333,15 +333,15 @@ typedef struct {
 } coll_compress_counts_t;
 
 /*
- * The task of an allreduce of float32 (args: sum or avg) with wire
- * (CHORUS_FLOAT16 or CHORUS_BFLOAT16) on the wire: the ranks agree on a
- * scale from their largest values, then a ring allreduce over port carries
- * 16-bit values and adds in float32, and every rank rounds its result
- * through the wire once, so that all hold the same bits. A call with a
- * value that is not finite goes uncompressed. counts (may be NULL) counts
+ * The task of an allreduce or reduce-scatter of float32 (args: sum or avg)
+ * with wire (CHORUS_FLOAT16 or CHORUS_BFLOAT16) on the wire: the ranks agree
+ * on a scale from their largest values, then the ring over port carries
+ * 16-bit values and adds in float32; an allreduce's ranks round their
+ * result through the wire once, so that all hold the same bits. A call with
+ * a value that is not finite goes uncompressed. counts (may be NULL) counts
  * both outcomes. Tags: the ring's, and the scale's above bit 31.
  */
-chorus_status_t coll_compressed_allreduce_task(const coll_args_t *args, chorus_dtype_t wire,
+chorus_status_t coll_compressed_task(const coll_args_t *args, chorus_dtype_t wire,
                                                const coll_env_t *env, tl_port_t *port,
                                                uint64_t tag_base, coll_scratch_pool_t *pool,
                                                coll_compress_counts_t *counts,

@@ -1,6 +1,6 @@
 /*
- * Compressed allreduce (CHORUS_COMPRESS_FP16, _BF16) of float32: one task,
- * a composite of
+ * Compressed allreduce and reduce-scatter (CHORUS_COMPRESS_FP16, _BF16) of
+ * float32: one task, a composite of
  *
  *   1. this rank's largest |value|;
  *   2. the maximum of it over the ranks (recursive doubling, one float64);
@@ -8,12 +8,12 @@
  *      largest power of two that keeps the sum of every rank's values in
  *      the wire format's range, or no compression when a value is not
  *      finite;
- *   4. the ring allreduce with its transfers on the 16-bit wire: every hop
- *      widens what it receives, adds in float32 and narrows only what it
- *      sends on;
- *   5. every rank's result rounded through the wire once, so that the rank
- *      that finished a chunk in float32 holds the same bits as the ranks
- *      that received it.
+ *   4. the ring allreduce or reduce-scatter with its transfers on the 16-bit
+ *      wire: every hop widens what it receives, adds in float32 and narrows
+ *      only what it sends on;
+ *   5. allreduce: every rank's result rounded through the wire once, so that
+ *      the rank that finished a chunk in float32 holds the same bits as the
+ *      ranks that received it (a reduce-scatter's block lives on one rank).
  *
  * The ring keeps each chunk's sum on one rank before it is passed around,
  * which is what makes 5 give every rank the same bits.
@@ -40,8 +40,10 @@ typedef struct {
 static chorus_status_t compress_local_max(void *arg)
 {
     compress_state_t *st = arg;
+    size_t n = st->args.coll == COLL_REDUCE_SCATTER ? st->args.count * (size_t)st->args.size
+                                                   : st->args.count;
 
-    st->local = chorus__wire_maxabs(st->args.sendbuf, st->args.count);
+    st->local = chorus__wire_maxabs(st->args.sendbuf, n);
     return CHORUS_OK;
 }
 
@@ -51,8 +53,9 @@ static chorus_status_t compress_decide(void *arg)
     float scale = chorus__wire_scale(st->wire, st->global, st->args.size);
 
     if (scale == 0) {
-        chorus_info("rank %d: a compressed allreduce of %zu values goes uncompressed: a "
-                    "value is not finite", st->args.rank, st->args.count);
+        chorus_info("rank %d: a compressed %s of %zu values goes uncompressed: a value is "
+                    "not finite", st->args.rank, coll_type_name(st->args.coll),
+                    st->args.count);
         st->ring->wire = CHORUS_DTYPE_COUNT;
         if (st->counts != NULL)
             atomic_fetch_add(&st->counts->fallbacks, 1);
@@ -69,12 +72,13 @@ static chorus_status_t compress_round(void *arg)
 {
     compress_state_t *st = arg;
 
-    if (st->ring->wire != CHORUS_DTYPE_COUNT && st->args.size > 1)
+    if (st->args.coll == COLL_ALLREDUCE && st->ring->wire != CHORUS_DTYPE_COUNT &&
+        st->args.size > 1)
         chorus__wire_round(st->wire, st->args.recvbuf, st->args.count, st->ring->wire_scale);
     return CHORUS_OK;
 }
 
-chorus_status_t coll_compressed_allreduce_task(const coll_args_t *args, chorus_dtype_t wire,
+chorus_status_t coll_compressed_task(const coll_args_t *args, chorus_dtype_t wire,
                                                const coll_env_t *env, tl_port_t *port,
                                                uint64_t tag_base, coll_scratch_pool_t *pool,
                                                coll_compress_counts_t *counts,
@@ -85,9 +89,12 @@ chorus_status_t coll_compressed_allreduce_task(const coll_args_t *args, chorus_d
     coll_args_t max_args;
     chorus_status_t status;
 
-    if (args->dtype != CHORUS_FLOAT32 || (wire != CHORUS_FLOAT16 && wire != CHORUS_BFLOAT16))
+    if (args->dtype != CHORUS_FLOAT32 || (wire != CHORUS_FLOAT16 && wire != CHORUS_BFLOAT16) ||
+        (args->coll != COLL_ALLREDUCE && args->coll != COLL_REDUCE_SCATTER))
         return CHORUS_ERR_INVALID_ARG;
-    status = coll_alg_task(&coll_ring_allreduce, args, env, port, tag_base, pool, &ring);
+    status = coll_alg_task(args->coll == COLL_ALLREDUCE ? &coll_ring_allreduce
+                                                        : &coll_ring_reduce_scatter,
+                           args, env, port, tag_base, pool, &ring);
     if (status != CHORUS_OK)
         return status;
     /* The state lives in the ring's scratch: it goes when the composite does. */

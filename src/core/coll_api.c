@@ -58,13 +58,17 @@ static int partial_overlap(const void *a, size_t alen, const void *b, size_t ble
 
 #define COMPRESS_FLAGS (CHORUS_COMPRESS_FP16 | CHORUS_COMPRESS_BF16)
 
-/* opts, with the compression flags on an allreduce of float32 by sum or avg only. */
+/* opts: compression only on an allreduce or reduce-scatter of float32 by sum or avg. */
 static chorus_status_t check_compress(const coll_args_t *a, const chorus_opts_t *opts,
                                       char *why, size_t why_len)
 {
     uint32_t flags = chorus__opts_flags(opts) & COMPRESS_FLAGS;
     chorus_status_t status =
-        chorus__check_opts(opts, a->coll == COLL_ALLREDUCE ? COMPRESS_FLAGS : 0, why, why_len);
+        chorus__check_opts(opts,
+                           a->coll == COLL_ALLREDUCE || a->coll == COLL_REDUCE_SCATTER
+                               ? COMPRESS_FLAGS
+                               : 0,
+                           why, why_len);
 
     if (status != CHORUS_OK || flags == 0)
         return status;

@@ -133,7 +133,8 @@ chorus_status_t chorus__call_made(chorus_comm_t comm, const char *call, const co
 /*
  * The checks of a collective's arguments as the public calls take them
  * (count per rank for allgather, reduce_scatter, alltoall), opts taking no
- * flag but compression on an allreduce of float32 by sum or avg; fills
+ * flag but compression on an allreduce or reduce-scatter of float32 by sum
+ * or avg; fills
  * a->rank, size, chunk_bytes and mem from comm. Writes why and
  * returns CHORUS_ERR_INVALID_ARG when one fails.
  */
@@ -168,8 +169,8 @@ chorus_status_t chorus__request_detached(chorus_comm_t comm, const char *call,
 /* The wire of opts's compression flag (CHORUS_FLOAT16, _BFLOAT16), or CHORUS_DTYPE_COUNT. */
 chorus_dtype_t chorus__opts_wire(const chorus_opts_t *opts);
 /*
- * Post an allreduce (checked) compressed to wire on the network
- * (coll_compressed_allreduce_task), for the progress thread.
+ * Post an allreduce or reduce-scatter (checked) compressed to wire on the network
+ * (coll_compressed_task), for the progress thread.
  */
 chorus_status_t chorus__call_compressed(chorus_comm_t comm, const coll_args_t *args,
                                         chorus_dtype_t wire, chorus_request_t *req_p);

@@ -310,7 +310,7 @@ static chorus_status_t compressed_make(chorus_comm_t comm, void *arg, uint64_t t
 {
     const compressed_call_t *c = arg;
 
-    return coll_compressed_allreduce_task(c->args, c->wire, &comm->env, &comm->port.port,
+    return coll_compressed_task(c->args, c->wire, &comm->env, &comm->port.port,
                                           tag_base, &comm->ctx->scratch_pool, NULL, task_p);
 }
 

@@ -99,7 +99,7 @@ static chorus_status_t bucket_make(chorus_comm_t comm, void *arg, uint64_t tag_b
     chorus_status_t status;
 
     if (b->key.wire != CHORUS_DTYPE_COUNT) {
-        status = coll_compressed_allreduce_task(&b->args, (chorus_dtype_t)b->key.wire,
+        status = coll_compressed_task(&b->args, (chorus_dtype_t)b->key.wire,
                                                 &comm->env, &comm->port.port, tag_base,
                                                 &comm->ctx->scratch_pool,
                                                 &b->engine->counters.compress, &coll);

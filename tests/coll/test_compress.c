@@ -1,6 +1,6 @@
 /*
  * Wire compression (CHORUS_COMPRESS_FP16, _BF16) of float32 allreduce, direct
- * and through the engine: random inputs at 1-8 ranks, sum and avg, in place
+ * and through the engine, and of reduce-scatter: random inputs at 1-8 ranks, sum and avg, in place
  * and not, odd counts, against the bound of chorus_allreduce(3) computed in
  * float64 from every rank's inputs (each rank makes them all from the same
  * seeds); the same bits on every rank; inputs near float16's largest value
@@ -44,6 +44,7 @@ typedef struct {
     double amp;             /* inputs in [-amp, amp] */
     int engine;             /* through chorus_engine_allreduce, several tensors at once */
     int k;                  /* case number, for the inputs */
+    int rs;                 /* chorus_reduce_scatter: count per rank, blocks of every rank */
 } cmp_case_t;
 
 /*
@@ -94,17 +95,18 @@ static int check_result(chorus_comm_t comm, const cmp_case_t *c, int k, const fl
 {
     double most = 0, worst = 0;
     uint64_t h = fnv(got, c->count * sizeof(float)), *all = calloc((size_t)size, 8);
-    size_t bad = 0;
+    size_t bad = 0, sent = c->rs ? c->count * (size_t)size : c->count;
+    size_t first = c->rs ? c->count * (size_t)rank : 0;
     int rc = RC_OK;
 
     for (int r = 0; r < size; r++)
-        for (size_t i = 0; i < c->count; i++)
+        for (size_t i = 0; i < sent; i++)
             most = fmax(most, fabs(input(r, k, i, c->amp)));
     for (size_t i = 0; i < c->count; i++) {
         double exact = 0, err;
 
         for (int r = 0; r < size; r++)
-            exact += input(r, k, i, c->amp);
+            exact += input(r, k, first + i, c->amp);
         if (c->op == CHORUS_AVG)
             exact /= size;
         err = fabs((double)got[i] - exact);
@@ -116,8 +118,17 @@ static int check_result(chorus_comm_t comm, const cmp_case_t *c, int k, const fl
                 "max |x| %g)\n", rank, bad, c->count, bound_of(c, size, most), worst, most);
         rc = RC_BOUND;
     }
-    /* It went over the wire: every result is a 16-bit value at the scale. */
-    for (size_t i = 0; rc == RC_OK && size > 1 && i < c->count; i++) {
+    /*
+     * It went over the wire. A reduce-scatter's block ends in float32: its error
+     * is far above what float32 alone makes (2^-16 M, against p 2^-24 M).
+     */
+    if (rc == RC_OK && c->rs && size > 1 && c->count >= 100 && !(worst > ldexp(most, -16))) {
+        fprintf(stderr, "rank %d: worst error %g with max |x| %g: not compressed\n", rank,
+                worst, most);
+        rc = RC_BOUND;
+    }
+    /* An allreduce's result is a 16-bit value at the scale. */
+    for (size_t i = 0; rc == RC_OK && !c->rs && size > 1 && i < c->count; i++) {
         double s = scale_of(c, size, most);
         float v = (float)((double)got[i] * s);
         float back = c->flag == CHORUS_COMPRESS_FP16
@@ -129,6 +140,10 @@ static int check_result(chorus_comm_t comm, const cmp_case_t *c, int k, const fl
                     "compressed\n", rank, i, (double)got[i], s);
             rc = RC_BOUND;
         }
+    }
+    if (c->rs) {
+        free(all);      /* every rank holds a block of its own */
+        return rc;
     }
     if (all == NULL || chorus_allgather(&h, all, 1, CHORUS_UINT64, comm, NULL) != CHORUS_OK)
         rc = rc ? rc : RC_SETUP;
@@ -144,17 +159,25 @@ static int check_result(chorus_comm_t comm, const cmp_case_t *c, int k, const fl
 static int run_direct(chorus_comm_t comm, const cmp_case_t *c, int rank, int size)
 {
     chorus_opts_t opts = CHORUS_OPTS_INIT;
-    float *send = malloc(c->count * sizeof(float) + 4);
+    size_t sent = c->rs ? c->count * (size_t)size : c->count;
+    float *send = malloc(sent * sizeof(float) + 4);
     float *recv = malloc(c->count * sizeof(float) + 4);
     int rc = RC_OK;
+    chorus_status_t status = CHORUS_OK;
 
     if (send == NULL || recv == NULL)
         rc = RC_SETUP;
-    for (size_t i = 0; rc == RC_OK && i < c->count; i++)
-        send[i] = recv[i] = input(rank, c->k, i, c->amp);
+    for (size_t i = 0; rc == RC_OK && i < sent; i++)
+        send[i] = input(rank, c->k, i, c->amp);
+    for (size_t i = 0; rc == RC_OK && !c->rs && i < c->count; i++)
+        recv[i] = send[i];
     opts.flags = c->flag;
-    if (rc == RC_OK && chorus_allreduce(c->in_place ? recv : send, recv, c->count,
-                                        CHORUS_FLOAT32, c->op, comm, &opts) != CHORUS_OK)
+    if (rc == RC_OK && c->rs)
+        status = chorus_reduce_scatter(send, recv, c->count, CHORUS_FLOAT32, c->op, comm, &opts);
+    else if (rc == RC_OK)
+        status = chorus_allreduce(c->in_place ? recv : send, recv, c->count, CHORUS_FLOAT32,
+                                  c->op, comm, &opts);
+    if (status != CHORUS_OK)
         rc = RC_CALL;
     if (rc == RC_OK)
         rc = check_result(comm, c, c->k, recv, rank, size);
@@ -236,15 +259,17 @@ ParameterizedTestParameters(compress, random)
 ParameterizedTest(int *nranks, compress, random, .timeout = 200)
 {
     static cmp_case_t cases[] = {
-        {CHORUS_COMPRESS_FP16, CHORUS_SUM, 1, 0, 1.0, 0, 1},
-        {CHORUS_COMPRESS_FP16, CHORUS_SUM, 1001, 1, 3.0, 0, 2},
-        {CHORUS_COMPRESS_FP16, CHORUS_AVG, 77777, 0, 1e-3, 0, 3},
-        {CHORUS_COMPRESS_FP16, CHORUS_SUM, 200003, 0, 1e4, 0, 4},
-        {CHORUS_COMPRESS_BF16, CHORUS_SUM, 999, 0, 1.0, 0, 5},
-        {CHORUS_COMPRESS_BF16, CHORUS_AVG, 150001, 1, 1e20, 0, 6},
-        {CHORUS_COMPRESS_FP16, CHORUS_SUM, 5000, 0, 2.0, 1, 7},
-        {CHORUS_COMPRESS_BF16, CHORUS_AVG, 333, 1, 0.5, 1, 11},
-        {0, 0, 0, 0, 0, 0, 0},
+        {CHORUS_COMPRESS_FP16, CHORUS_SUM, 1, 0, 1.0, 0, 1, 0},
+        {CHORUS_COMPRESS_FP16, CHORUS_SUM, 1001, 1, 3.0, 0, 2, 0},
+        {CHORUS_COMPRESS_FP16, CHORUS_AVG, 77777, 0, 1e-3, 0, 3, 0},
+        {CHORUS_COMPRESS_FP16, CHORUS_SUM, 200003, 0, 1e4, 0, 4, 0},
+        {CHORUS_COMPRESS_BF16, CHORUS_SUM, 999, 0, 1.0, 0, 5, 0},
+        {CHORUS_COMPRESS_BF16, CHORUS_AVG, 150001, 1, 1e20, 0, 6, 0},
+        {CHORUS_COMPRESS_FP16, CHORUS_SUM, 5000, 0, 2.0, 1, 7, 0},
+        {CHORUS_COMPRESS_BF16, CHORUS_AVG, 333, 1, 0.5, 1, 11, 0},
+        {CHORUS_COMPRESS_FP16, CHORUS_SUM, 30011, 0, 1.0, 0, 14, 1},
+        {CHORUS_COMPRESS_BF16, CHORUS_AVG, 777, 0, 1e5, 0, 15, 1},
+        {0, 0, 0, 0, 0, 0, 0, 0},
     };
 
     run_ranks(*nranks, cases_rank, cases, "compressed allreduce");
@@ -254,9 +279,9 @@ ParameterizedTest(int *nranks, compress, random, .timeout = 200)
 Test(compress, near_fp16_range, .timeout = 100)
 {
     static cmp_case_t cases[] = {
-        {CHORUS_COMPRESS_FP16, CHORUS_SUM, 4096, 0, 65000.0, 0, 21},
-        {CHORUS_COMPRESS_FP16, CHORUS_SUM, 4096, 0, 65000.0, 1, 22},
-        {0, 0, 0, 0, 0, 0, 0},
+        {CHORUS_COMPRESS_FP16, CHORUS_SUM, 4096, 0, 65000.0, 0, 21, 0},
+        {CHORUS_COMPRESS_FP16, CHORUS_SUM, 4096, 0, 65000.0, 1, 22, 0},
+        {0, 0, 0, 0, 0, 0, 0, 0},
     };
 
     run_ranks(4, cases_rank, cases, "inputs near float16's largest value");
@@ -327,6 +352,8 @@ static int bad_rank(chorus_comm_t comm, int rank, int size, void *arg)
                          "a broadcast", rank);
     rc |= expect_invalid(chorus_allgather(f, f, 1, CHORUS_FLOAT32, comm, &opts),
                          "an allgather", rank);
+    rc |= expect_invalid(chorus_reduce(f, f, 8, CHORUS_FLOAT32, CHORUS_SUM, 0, comm, &opts),
+                         "a reduce", rank);
     /* The communicator is as good as before. */
     if (rc == RC_OK &&
         (chorus_allreduce(f, f, 8, CHORUS_FLOAT32, CHORUS_SUM, comm, &opts) != CHORUS_OK ||

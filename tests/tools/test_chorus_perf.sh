@@ -3,8 +3,8 @@
 # errors, and every collective, dtype and op at 6 ranks with no wrong element;
 # the sweep's last size, the root and algorithm columns, skipped sizes, the
 # warning for more ranks than cores, and a run under torchrun's variables;
-# fc_weight_grad's strategies, choice and checks at 3 ranks, and its options. Allreduce
-# compressed on the wire, and the commands compression refuses.
+# fc_weight_grad's strategies, choice and checks at 3 ranks, and its options. Allreduce and
+# reduce_scatter compressed on the wire, and the commands compression refuses.
 #
 # usage: test_chorus_perf.sh PATH_TO_CHORUS_PERF   (or set CHORUS_PERF)
 set -u
@@ -95,6 +95,10 @@ for w in fp16 bf16; do
     check "--compress $w: every element within the bound" \
         grep -qx '# out-of-place/in-place wrong elements total: 0' "$TMP/cmp"
 done
+perf reduce_scatter -np 3 -b 12 -e 96K -f 16 -n 2 -w 1 --compress fp16 > "$TMP/cmp" 2>&1
+check "reduce_scatter --compress fp16 at 3 ranks exits 0 (got $?)" [ $? -eq 0 ]
+check "reduce_scatter --compress fp16: every element within the bound" \
+    grep -qx '# out-of-place/in-place wrong elements total: 0' "$TMP/cmp"
 for args in "allgather --compress fp16" "allreduce -d int32 --compress fp16" \
             "allreduce -o max --compress bf16" "allreduce --compress fp8"; do
     # shellcheck disable=SC2086
