@@ -407,7 +407,12 @@ Test(trace, instants_for_a_stall_report_and_a_timeout, .timeout = 120, .fini = d
 static int rank_aborts(chorus_comm_t comm, int rank, int size, void *arg)
 {
     (void)size; (void)arg;
-    if (chorus_barrier(comm, NULL) != CHORUS_OK)
+    /*
+     * Rank 1 may leave the barrier and abort before another rank has seen the
+     * barrier end; that rank's barrier then fails with the abort, as any call in
+     * flight does. Only rank 1's must succeed.
+     */
+    if (chorus_barrier(comm, NULL) != CHORUS_OK && rank == 1)
         return RC_STATUS;
     if (rank == 1 && chorus_comm_abort(comm) != CHORUS_OK)
         return RC_STATUS;
