@@ -88,18 +88,16 @@ static void perf_die(perf_ctx_t *c, const perf_args_t *a, chorus_status_t st)
 static chorus_status_t perf_post(perf_ctx_t *c, const perf_args_t *a, int in_place, int set,
                                  chorus_request_t *req_p)
 {
+    chorus_opts_t opts = CHORUS_OPTS_INIT;  /* compression, where the command asked for it */
     void *s, *r;
 
+    opts.flags = a->compress;
     perf_buffers(a, in_place, c->set_send[set], c->set_recv[set], &s, &r);
     switch (a->coll) {
-    case PERF_ALLREDUCE: {
-        chorus_opts_t opts = CHORUS_OPTS_INIT;
-
-        opts.flags = a->compress;
+    case PERF_ALLREDUCE:
         return req_p ? chorus_iallreduce(s, r, a->count, a->dtype, a->op, c->comm, &opts,
                                          req_p)
                      : chorus_allreduce(s, r, a->count, a->dtype, a->op, c->comm, &opts);
-    }
     case PERF_ALLGATHER:
         return req_p ? chorus_iallgather(s, r, a->count, a->dtype, c->comm, NULL, req_p)
                      : chorus_allgather(s, r, a->count, a->dtype, c->comm, NULL);
@@ -107,14 +105,10 @@ static chorus_status_t perf_post(perf_ctx_t *c, const perf_args_t *a, int in_pla
         return req_p ? chorus_ibroadcast(s, r, a->count, a->dtype, a->root, c->comm, NULL,
                                          req_p)
                      : chorus_broadcast(s, r, a->count, a->dtype, a->root, c->comm, NULL);
-    case PERF_REDUCE_SCATTER: {
-        chorus_opts_t opts = CHORUS_OPTS_INIT;
-
-        opts.flags = a->compress;
+    case PERF_REDUCE_SCATTER:
         return req_p ? chorus_ireduce_scatter(s, r, a->count, a->dtype, a->op, c->comm, &opts,
                                               req_p)
                      : chorus_reduce_scatter(s, r, a->count, a->dtype, a->op, c->comm, &opts);
-    }
     case PERF_REDUCE:
         return req_p ? chorus_ireduce(s, r, a->count, a->dtype, a->op, a->root, c->comm, NULL,
                                       req_p)
