@@ -100,19 +100,16 @@ void chorus__ctrl_deliver(void *arg, int peer, uint32_t space, uint64_t tag, con
     ctx->ctrl->inbox_tail = m;
 }
 
-chorus_status_t chorus__ctrl_send(chorus__ctx_t *ctx, int peer, uint32_t space,
-                                  chorus__ctrl_user_t user, const void *msg, size_t len)
+/* Post a copy of msg with tag to peer; the channel keeps it until sent. */
+static chorus_status_t ctrl_post(chorus__ctx_t *ctx, int peer, uint32_t space, uint64_t tag,
+                                 unsigned user, const void *msg, size_t len)
 {
-    ctrl_msg_t *m;
+    ctrl_msg_t *m = ctrl_msg_new(peer, space, user, msg, len);
     chorus_status_t status;
 
-    if (len > TL_CTRL_MAX)
-        return CHORUS_ERR_INVALID_ARG;
-    m = ctrl_msg_new(peer, space, user, msg, len);
     if (m == NULL)
         return CHORUS_ERR_NO_MEMORY;
-    status = chorus__ctx_send(ctx, peer, space, TL_TAG_CTRL | (uint64_t)user, m->data, len,
-                              &m->req);
+    status = chorus__ctx_send(ctx, peer, space, tag, m->data, len, &m->req);
     if (status != CHORUS_OK) {
         free(m);
         return status;
@@ -120,6 +117,22 @@ chorus_status_t chorus__ctrl_send(chorus__ctx_t *ctx, int peer, uint32_t space,
     m->next = ctx->ctrl->sent;
     ctx->ctrl->sent = m;
     return CHORUS_OK;
+}
+
+chorus_status_t chorus__ctrl_send(chorus__ctx_t *ctx, int peer, uint32_t space,
+                                  chorus__ctrl_user_t user, const void *msg, size_t len)
+{
+    if (len > TL_CTRL_MAX)
+        return CHORUS_ERR_INVALID_ARG;
+    return ctrl_post(ctx, peer, space, TL_TAG_CTRL | (uint64_t)user, user, msg, len);
+}
+
+chorus_status_t chorus__ctrl_send_hidden(chorus__ctx_t *ctx, int peer, uint32_t space,
+                                         uint64_t tag, const void *msg, size_t len)
+{
+    if ((tag & (TL_TAG_CTRL | CHORUS__TAG_HIDDEN)) != CHORUS__TAG_HIDDEN)
+        return CHORUS_ERR_INVALID_ARG;
+    return ctrl_post(ctx, peer, space, tag, 0, msg, len);
 }
 
 int chorus__ctrl_progress(chorus__ctx_t *ctx)

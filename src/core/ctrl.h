@@ -10,7 +10,8 @@
  *                             but never by an algorithm's tags.
  *
  * Users today: stall reports (stall.c) and notices of refused calls
- * (refusal.c); the debug check uses hidden tags.
+ * (refusal.c, which also answers a notice with a hidden message sent
+ * through the channel); the debug check uses hidden tags.
  * Negotiation and the autotuner are meant to be the next. Messages arrive on
  * the progress thread inside the transports' progress; the channel queues
  * them and hands them to their user in its own phase of the loop, so a user
@@ -43,6 +44,14 @@ void chorus__ctrl_deliver(void *arg, int peer, uint32_t space, uint64_t tag, con
 /* Send len bytes of msg (copied, at most TL_CTRL_MAX) to context rank peer, in space, for user. */
 chorus_status_t chorus__ctrl_send(chorus__ctx_t *ctx, int peer, uint32_t space,
                                   chorus__ctrl_user_t user, const void *msg, size_t len);
+
+/*
+ * Send len bytes of msg (copied) to context rank peer, in space, as data
+ * with tag, which carries CHORUS__TAG_HIDDEN (and not TL_TAG_CTRL): a reply
+ * that a user's handler sends to a hidden receive posted by the peer.
+ */
+chorus_status_t chorus__ctrl_send_hidden(chorus__ctx_t *ctx, int peer, uint32_t space,
+                                         uint64_t tag, const void *msg, size_t len);
 
 /* The loop's control phase: hand queued messages to their users, free sent ones. */
 int chorus__ctrl_progress(chorus__ctx_t *ctx);
