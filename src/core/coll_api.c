@@ -94,16 +94,20 @@ chorus_dtype_t chorus__opts_wire(const chorus_opts_t *opts)
                                           : CHORUS_DTYPE_COUNT;
 }
 
-static chorus_status_t check_args(chorus_comm_t comm, const coll_args_t *a,
-                                  const chorus_opts_t *opts, size_t send_elems,
-                                  size_t recv_elems, int in_place, char *why, size_t why_len)
+/*
+ * The call's shape: everything the other ranks' calls must agree with (dtype,
+ * op, root, count, opts). A call that passes it could be run by this rank
+ * with buffers of its own.
+ */
+static chorus_status_t check_shape(chorus_comm_t comm, const coll_args_t *a,
+                                   const chorus_opts_t *opts, size_t send_elems,
+                                   size_t recv_elems, int send_here, int recv_here, char *why,
+                                   size_t why_len)
 {
     size_t esize = chorus_dtype_size(a->dtype);
     int needs_op = a->coll == COLL_ALLREDUCE || a->coll == COLL_REDUCE_SCATTER ||
                    a->coll == COLL_REDUCE;
     int rooted = a->coll == COLL_BROADCAST || a->coll == COLL_REDUCE;
-    int recv_here = !(a->coll == COLL_REDUCE && a->rank != a->root);
-    int send_here = !(a->coll == COLL_BROADCAST && a->rank != a->root);
 
     if (comm == NULL) {
         snprintf(why, why_len, "invalid argument comm=NULL");
@@ -131,6 +135,16 @@ static chorus_status_t check_args(chorus_comm_t comm, const coll_args_t *a,
                  a->count, esize, comm->size);
         return CHORUS_ERR_INVALID_ARG;
     }
+    return check_compress(a, opts, why, why_len);
+}
+
+/* The buffers, once the shape is valid: present where the call reads or writes, apart. */
+static chorus_status_t check_buffers(const coll_args_t *a, size_t send_elems,
+                                     size_t recv_elems, int send_here, int recv_here,
+                                     int in_place, char *why, size_t why_len)
+{
+    size_t esize = chorus_dtype_size(a->dtype);
+
     if (send_elems > 0 && send_here && a->sendbuf == NULL) {
         snprintf(why, why_len, "invalid argument sendbuf=NULL with count=%zu", a->count);
         return CHORUS_ERR_INVALID_ARG;
@@ -145,11 +159,17 @@ static chorus_status_t check_args(chorus_comm_t comm, const coll_args_t *a,
                  "being the in-place layout", a->sendbuf, a->recvbuf);
         return CHORUS_ERR_INVALID_ARG;
     }
-    return check_compress(a, opts, why, why_len);
+    return CHORUS_OK;
 }
 
-chorus_status_t chorus__check_call(chorus_comm_t comm, coll_args_t *a,
-                                   const chorus_opts_t *opts, char *why, size_t why_len)
+/*
+ * Both checks; *shape_ok_p (may be NULL) tells whether the shape passed, and
+ * *bytes_p (may be NULL) receives the byte sizes of the call's send and
+ * receive buffers here.
+ */
+static chorus_status_t check_call(chorus_comm_t comm, coll_args_t *a,
+                                  const chorus_opts_t *opts, char *why, size_t why_len,
+                                  int *shape_ok_p, size_t bytes_p[2])
 {
     size_t esize = chorus_dtype_size(a->dtype), n = comm ? (size_t)comm->size : 1;
     size_t send_elems = a->count, recv_elems = a->count;
@@ -157,7 +177,8 @@ chorus_status_t chorus__check_call(chorus_comm_t comm, coll_args_t *a,
     /* The in-place tests compare addresses as integers: an absurd count, refused below, must
        not make pointer arithmetic overflow first. */
     uintptr_t block = (uintptr_t)a->count * esize;
-    int in_place = sbuf == rbuf;
+    int in_place = sbuf == rbuf, send_here, recv_here;
+    chorus_status_t status;
 
     if (comm != NULL) {
         a->rank = comm->rank;
@@ -183,7 +204,26 @@ chorus_status_t chorus__check_call(chorus_comm_t comm, coll_args_t *a,
     default:
         break;
     }
-    return check_args(comm, a, opts, send_elems, recv_elems, in_place, why, why_len);
+    send_here = !(a->coll == COLL_BROADCAST && a->rank != a->root);
+    recv_here = !(a->coll == COLL_REDUCE && a->rank != a->root);
+    status = check_shape(comm, a, opts, send_elems, recv_elems, send_here, recv_here, why,
+                         why_len);
+    if (shape_ok_p != NULL)
+        *shape_ok_p = status == CHORUS_OK;
+    if (status != CHORUS_OK)
+        return status;
+    if (bytes_p != NULL) {
+        bytes_p[0] = send_elems * esize;
+        bytes_p[1] = recv_elems * esize;
+    }
+    return check_buffers(a, send_elems, recv_elems, send_here, recv_here, in_place, why,
+                         why_len);
+}
+
+chorus_status_t chorus__check_call(chorus_comm_t comm, coll_args_t *a,
+                                   const chorus_opts_t *opts, char *why, size_t why_len)
+{
+    return check_call(comm, a, opts, why, why_len, NULL, NULL);
 }
 
 /*
@@ -191,7 +231,8 @@ chorus_status_t chorus__check_call(chorus_comm_t comm, coll_args_t *a,
  * calling thread instead: then *req_p is NULL and the call is over. *req_p
  * is written only when the call returns CHORUS_OK. A call refused for its
  * arguments on a communicator still takes its place in the communicator's
- * sequence, and the other ranks learn of it (refusal.h).
+ * sequence, and the other ranks learn of it (refusal.h); one whose shape is
+ * valid runs on scratch buffers, so that the communicator goes on.
  */
 static chorus_status_t coll_start(const char *fn, chorus_comm_t comm, coll_args_t *a,
                                   const chorus_opts_t *opts, int blocking,
@@ -200,18 +241,24 @@ static chorus_status_t coll_start(const char *fn, chorus_comm_t comm, coll_args_
     chorus_request_t req = NULL;
     chorus_status_t status;
     char why[CHORUS__REFUSAL_WHY_MAX];
+    size_t bytes[2] = {0, 0};
+    int shape_ok = 0;
 
-    if (req_p == NULL) {
+    status = check_call(comm, a, opts, why, sizeof(why), &shape_ok, bytes);
+    if (status == CHORUS_OK && req_p == NULL) {
         snprintf(why, sizeof(why), "invalid argument req_p=NULL");
         status = CHORUS_ERR_INVALID_ARG;
-    } else {
-        status = chorus__check_call(comm, a, opts, why, sizeof(why));
     }
     if (status != CHORUS_OK) {
+        chorus__join_t join = {.wire = shape_ok ? chorus__opts_wire(opts) : CHORUS_DTYPE_COUNT,
+                               .send_bytes = bytes[0], .recv_bytes = bytes[1],
+                               .blocking = blocking};
+
         chorus_error("%s: %s", fn, why);
         /* Without a communicator there is no sequence to keep: the error stays here. */
         if (comm != NULL)
-            (void)chorus__call_refused(comm, coll_type_name(a->coll), a, why);
+            (void)chorus__call_refused(comm, coll_type_name(a->coll), a, why,
+                                       shape_ok ? &join : NULL);
         return status;
     }
     if (chorus__opts_wire(opts) != CHORUS_DTYPE_COUNT)

@@ -20,6 +20,9 @@
 typedef struct chorus__stall chorus__stall_t;   /* stall.c */
 typedef struct chorus__refusal chorus__refusal_t;   /* refusal.c */
 
+/* No call's number (comm->inline_seq when no call runs in the calling thread). */
+#define CHORUS__NO_SEQ UINT64_MAX
+
 /* A port over the context's lanes, in one space of one communicator. */
 typedef struct {
     tl_port_t port;
@@ -80,6 +83,9 @@ struct chorus_comm {
      */
     atomic_int outstanding;
     _Atomic uint64_t inline_done;   /* calls completed in the calling thread: highest seq + 1 */
+    /* The call the calling thread runs now, or CHORUS__NO_SEQ (set under post_lock, cleared
+       under the refusal lock or, when handed over, under ctx->lock). */
+    _Atomic uint64_t inline_seq;
     chorus__stall_t *stall;     /* stall reports (progress thread) */
     char trace_via[40];         /* "NET+TEAM": who serves calls that use the node team (tracing) */
     chorus__refusal_t *refusal; /* calls refused for their arguments (refusal.h) */
@@ -148,15 +154,28 @@ chorus_status_t chorus__check_opts(const chorus_opts_t *opts, uint32_t allowed, 
                                    size_t why_len);
 /* opts->flags where the caller's struct_size covers it, else 0 (opts may be NULL). */
 uint32_t chorus__opts_flags(const chorus_opts_t *opts);
+/* How a call refused for its buffers or req_p alone is run here all the same (refusal.h). */
+typedef struct {
+    chorus_dtype_t wire;        /* its compression (chorus__opts_wire) */
+    size_t send_bytes;          /* the sizes of its buffers here */
+    size_t recv_bytes;
+    int blocking;               /* return once it is over; else at once */
+} chorus__join_t;
+
 /*
  * A call (named call in reports) refused here for its arguments takes its
  * sequence number and tells the other ranks (refusal.h): why is the reason,
  * as logged; args->coll names the collective in the notice (COLL_TYPE_COUNT
- * for a call that is none). Returns CHORUS_ERR_INVALID_ARG once they have
- * been told, or the context's fault.
+ * for a call that is none). join: the call's shape is valid, so this rank
+ * runs it on scratch buffers (NULL: it stops it). Returns
+ * CHORUS_ERR_INVALID_ARG once the call is over, or at once for a
+ * non-blocking joining call; or the context's fault.
  */
 chorus_status_t chorus__call_refused(chorus_comm_t comm, const char *call,
-                                     const coll_args_t *args, const char *why);
+                                     const coll_args_t *args, const char *why,
+                                     const chorus__join_t *join);
+/* Call seq of comm is queued, running, or run by the calling thread (progress thread, under ctx->lock). */
+int chorus__call_in_flight(chorus_comm_t comm, uint64_t seq);
 /*
  * A request that no task drives (the training engine's submissions), named
  * call in reports: whoever made it completes it with

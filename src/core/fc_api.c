@@ -157,7 +157,7 @@ static chorus_status_t fc_start(const char *fn, const void *x, const void *e, si
         /* The notice names no collective (peers log "call"): the reason names the call. */
         report.coll = COLL_TYPE_COUNT;
         snprintf(named, sizeof(named), "fc_weight_grad: %.*s", (int)sizeof(named) - 17, why);
-        return chorus__call_refused(comm, "fc_weight_grad", &report, named);
+        return chorus__call_refused(comm, "fc_weight_grad", &report, named, NULL);
     }
     a.force = fc_force(comm, opts);
     a.blocks = comm->select->fc_blocks;

@@ -102,6 +102,8 @@ void chorus__request_complete(chorus_request_t req, chorus_status_t status)
     served = chorus__task_served_by(req->task);
     if (served != NULL)
         req->alg_name = served;
+    if (req->task != NULL && !req->setup)
+        status = chorus__refusal_outcome(req->comm, req->seq, status, 0);
     chorus__task_finalize(req->task);
     if (ctx->trace != NULL)
         chorus__trace_call(req->comm, req->call, &req->args, req->alg_name, req->via, req->seq,
@@ -200,12 +202,14 @@ static chorus_status_t call_inline(chorus_comm_t comm, const coll_args_t *args,
             pthread_mutex_lock(&ctx->lock);
             request_enqueue_locked(ctx, req);
             atomic_fetch_sub(&comm->outstanding, 1);   /* counted once, by the request now */
+            atomic_store(&comm->inline_seq, CHORUS__NO_SEQ);
             pthread_mutex_unlock(&ctx->lock);
             chorus__progress_wake(ctx);
             return chorus_request_free(req);
         }
         chorus__task_wait(task, CALL_INLINE_SLEEP_US);
     }
+    status = chorus__refusal_outcome(comm, seq, status, 1);
     chorus__task_finalize(task);
     if (ctx->trace != NULL)
         chorus__trace_call(comm, coll_type_name(args->coll), args, alg->name, via, seq, 0,
@@ -239,10 +243,14 @@ static chorus_status_t call_post(chorus_comm_t comm, const coll_args_t *args,
     if (status == CHORUS_OK && !run_here)
         status = request_queue(comm, coll_type_name(args->coll), args, alg->name, via, task,
                                seq, setup, &req);
-    if (status == CHORUS_OK && setup)
+    if (status == CHORUS_OK && setup) {
         comm->setup_seq++;
-    else if (status == CHORUS_OK)
-        (void)chorus__refusal_advance(comm, seq, 0);   /* a peer's refusal fails the context */
+    } else if (status == CHORUS_OK) {
+        if (run_here)
+            atomic_store(&comm->inline_seq, seq);   /* in flight before it counts as posted */
+        /* A peer's stopping refusal fails the context. */
+        (void)chorus__refusal_advance(comm, seq, CHORUS__REFUSED_NOT);
+    }
     pthread_mutex_unlock(&comm->post_lock);
     if (status != CHORUS_OK) {
         chorus__task_finalize(task);
@@ -288,8 +296,8 @@ chorus_status_t chorus__call_made(chorus_comm_t comm, const char *call, const co
     status = make(comm, make_arg, chorus__tag_base(seq), &task);
     if (status == CHORUS_OK)
         status = request_queue(comm, call, args, call, NULL, task, seq, 0, &req);
-    if (status == CHORUS_OK)
-        (void)chorus__refusal_advance(comm, seq, 0);   /* a peer's refusal fails the context */
+    if (status == CHORUS_OK)   /* a peer's stopping refusal fails the context */
+        (void)chorus__refusal_advance(comm, seq, CHORUS__REFUSED_NOT);
     pthread_mutex_unlock(&comm->post_lock);
     if (status != CHORUS_OK) {
         chorus__task_finalize(task);
@@ -323,36 +331,138 @@ chorus_status_t chorus__call_compressed(chorus_comm_t comm, const coll_args_t *a
                              req_p);
 }
 
-chorus_status_t chorus__call_refused(chorus_comm_t comm, const char *call,
-                                     const coll_args_t *args, const char *why)
+int chorus__call_in_flight(chorus_comm_t comm, uint64_t seq)
 {
     chorus__ctx_t *ctx = comm->ctx;
-    chorus__task_t *task = NULL;
+    chorus_request_t lists[2] = {ctx->queue_head, ctx->active};
+
+    if (atomic_load(&comm->inline_seq) == seq)
+        return 1;
+    for (int i = 0; i < 2; i++)
+        for (chorus_request_t req = lists[i]; req != NULL; req = req->next)
+            if (req->comm == comm && req->seq == seq && !req->setup && req->task != NULL)
+                return 1;
+    return 0;
+}
+
+/* The last step of a joined refused call: whatever the scratch run gave, the call was refused. */
+static chorus_status_t refused_end(void *arg)
+{
+    (void)arg;
+    return CHORUS_ERR_INVALID_ARG;
+}
+
+/* Free req once over: now if it is, else when it completes. */
+static void request_release(chorus_request_t req)
+{
+    chorus__ctx_t *ctx = req->comm->ctx;
+    int free_now;
+
+    pthread_mutex_lock(&ctx->lock);
+    free_now = req->done;
+    if (!free_now)
+        req->orphaned = 1;
+    pthread_mutex_unlock(&ctx->lock);
+    if (free_now)
+        free(req);
+}
+
+/*
+ * Queue refused call seq as joining (join set: notices, then the call on
+ * scratch buffers, then CHORUS_ERR_INVALID_ARG) or stopping. Under the post
+ * lock; alg is the selection's for the scratch call, scratch its buffers
+ * (taken over).
+ */
+static chorus_status_t refused_queue(chorus_comm_t comm, const char *call,
+                                     const coll_args_t *args, const char *why,
+                                     const chorus__join_t *join, const coll_alg_t *alg,
+                                     void *scratch[2], uint64_t seq, chorus_request_t *req_p)
+{
+    coll_args_t run = *args;
+    chorus__task_t *notice = NULL, *task = NULL, *all = NULL;
+    const char *via = NULL;
+    chorus_status_t status;
+
+    status = chorus__refusal_task_create(comm, args, seq, why, join ? scratch : NULL, &notice);
+    if (status == CHORUS_OK && join == NULL &&
+        (status = request_queue(comm, call, args, "refused", NULL, notice, seq, 0, req_p)) !=
+            CHORUS_OK)
+        chorus__task_finalize(notice);
+    if (status != CHORUS_OK || join == NULL)
+        return status;
+    run.sendbuf = scratch[0];
+    run.recvbuf = scratch[1];
+    if ((status = chorus__composite_create(&all)) != CHORUS_OK) {
+        chorus__task_finalize(notice);
+        return status;
+    }
+    if ((status = chorus__composite_add_task(all, notice)) == CHORUS_OK) {
+        status = join->wire != CHORUS_DTYPE_COUNT
+                     ? coll_compressed_task(&run, join->wire, &comm->env, &comm->port.port,
+                                            chorus__tag_base(seq), &comm->ctx->scratch_pool,
+                                            NULL, &task)
+                     : call_task(comm, &run, alg, seq, 0, &task, &via);
+        if (status == CHORUS_OK)
+            status = chorus__composite_add_task(all, task);
+    }
+    if (status == CHORUS_OK)
+        status = chorus__composite_add_fn(all, refused_end, NULL);
+    if (status == CHORUS_OK)
+        status = request_queue(comm, call, args, "refused", via, all, seq, 0, req_p);
+    if (status != CHORUS_OK)
+        chorus__task_finalize(all);
+    return status;
+}
+
+chorus_status_t chorus__call_refused(chorus_comm_t comm, const char *call,
+                                     const coll_args_t *args, const char *why,
+                                     const chorus__join_t *join)
+{
+    chorus__ctx_t *ctx = comm->ctx;
     chorus_request_t req = NULL;
+    const coll_alg_t *alg = NULL;
     chorus_status_t status = chorus__ctx_error(ctx);
+    void *scratch[2] = {NULL, NULL};
     uint64_t seq;
 
     if (status != CHORUS_OK)
         return status;      /* after a fault no call pairs with another: nothing to keep */
+    if (join != NULL) {
+        /* calloc: pages that the call only reads cost nothing. */
+        scratch[0] = calloc(1, join->send_bytes > 0 ? join->send_bytes : 1);
+        scratch[1] = calloc(1, join->recv_bytes > 0 ? join->recv_bytes : 1);
+        if (join->wire == CHORUS_DTYPE_COUNT)
+            alg = call_select(comm, args);
+        if (scratch[0] == NULL || scratch[1] == NULL ||
+            (join->wire == CHORUS_DTYPE_COUNT && alg == NULL)) {
+            chorus_warn("rank %d: refused %s cannot run on scratch buffers (%zu + %zu "
+                        "bytes); its peers fail", comm->rank, call, join->send_bytes,
+                        join->recv_bytes);
+            free(scratch[0]);
+            free(scratch[1]);
+            join = NULL;
+        }
+    }
     pthread_mutex_lock(&comm->post_lock);
     seq = atomic_load(&comm->next_seq);
-    status = chorus__refusal_task_create(comm, args, seq, why, &task);
+    status = refused_queue(comm, call, args, why, join, alg, scratch, seq, &req);
     if (status == CHORUS_OK)
-        status = request_queue(comm, call, args, "refused", NULL, task, seq, 0, &req);
-    if (status == CHORUS_OK)
-        (void)chorus__refusal_advance(comm, seq, 1);
+        (void)chorus__refusal_advance(comm, seq,
+                                      join ? CHORUS__REFUSED_JOIN : CHORUS__REFUSED_STOP);
     pthread_mutex_unlock(&comm->post_lock);
     if (status != CHORUS_OK) {
         /* Its peers would wait for a call that never comes: fail them now rather than later. */
         chorus_error("rank %d: no memory to number refused %s #%llu; the communicator fails",
                      comm->rank, call, (unsigned long long)seq);
-        if (req == NULL)
-            chorus__task_finalize(task);
         chorus__ctx_fail(ctx, status);
         return status;
     }
     chorus__progress_wake(ctx);
-    return chorus_request_free(req);
+    /* A stopping call returns only once its peers know: no later call may take its turns. */
+    if (join == NULL || join->blocking)
+        return chorus_request_free(req);
+    request_release(req);
+    return CHORUS_ERR_INVALID_ARG;
 }
 
 chorus_status_t chorus__request_detached(chorus_comm_t comm, const char *call,

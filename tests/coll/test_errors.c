@@ -332,17 +332,23 @@ Test(mismatch, tcp_reduce_never_succeeds_with_wrong_data, .timeout = 120)
 /* ---- a call refused on one rank ----------------------------------------- */
 
 /*
- * One rank refuses a call for its own arguments (the root's buffer is NULL,
- * or another rank's receive buffer; a barrier's opts are bad). Its call
- * still takes its place: every rank's call returns an error, the ranks that
- * hear of it log the refusing rank and its reason, and since the other
- * ranks' messages of that call cannot be taken back the communicator fails,
- * so that the next call fails on every rank instead of pairing with another.
+ * One rank refuses a call for its own arguments. Its call still takes its
+ * place, and the ranks that hear of it log the refusing rank and its reason.
+ *
+ * Refused for its buffers alone (the root's NULL send buffer of a
+ * broadcast, another rank's NULL receive buffer): the refusing rank runs
+ * the call on scratch buffers, every rank's call returns an error (a reduce
+ * contributor may have returned before the notice came, holding nothing),
+ * and the next call gives the exact answer on every rank.
+ *
+ * Refused for its shape (a barrier's opts): the other ranks' messages of
+ * that call cannot be taken back, so the communicator fails, and the next
+ * call fails on every rank instead of pairing with another.
  */
 typedef struct {
     int kind;           /* call_kind_t, or CALL_KINDS for a barrier */
     int nranks;
-    int nonblocking;
+    int nonblocking;    /* the refused call is non-blocking; 2: refused for req_p=NULL */
 } refuse_case_t;
 
 static char log_dir[64];
@@ -386,20 +392,55 @@ static chorus_status_t refuse_call(const refuse_case_t *rc, chorus_comm_t comm, 
 {
     int root = rc->nranks - 1;
     chorus_opts_t opts = CHORUS_OPTS_INIT;
-    chorus_request_t req = NULL;
+    chorus_request_t req = NULL, *req_p = rc->nonblocking ? &req : NULL;
     chorus_status_t st;
 
     opts.struct_size = 1;   /* the barrier's bad argument */
     if (rc->kind == CALL_KINDS)
         st = rc->nonblocking ? chorus_ibarrier(comm, bad ? &opts : NULL, &req)
                              : chorus_barrier(comm, bad ? &opts : NULL);
+    else if (bad && rc->nonblocking == 2)   /* buffers fine, req_p NULL (an allreduce) */
+        st = chorus_iallreduce(in, out, 4, CHORUS_INT32, CHORUS_SUM, comm, NULL, NULL);
     else
         st = call(rc->kind, bad && rc->kind == CALL_BROADCAST ? NULL : in,
                   bad && rc->kind != CALL_BROADCAST ? NULL : out, 4, CHORUS_INT32, root, comm,
-                  rc->nonblocking ? &req : NULL);
+                  req_p);
     if (st == CHORUS_OK && req != NULL)
         st = chorus_request_free(req);
+    else if (st != CHORUS_OK && req != NULL)
+        st = CHORUS_ERR_INTERNAL;   /* *req_p written on error */
     return st;
+}
+
+/* The exact result of refuse_call's good call (inputs rank + 1) at rank of n. */
+static int refused_then_exact(int kind, int rank, int n, const int32_t *out)
+{
+    int sum = n * (n + 1) / 2;
+
+    for (int i = 0; i < 4 * n; i++) {
+        int want;
+
+        switch (kind) {
+        case CALL_ALLGATHER:
+        case CALL_ALLTOALL:
+            want = i / 4 + 1;
+            break;
+        case CALL_BROADCAST:
+            want = i < 4 ? n : -7;
+            break;
+        case CALL_REDUCE:
+            want = i < 4 && rank == n - 1 ? sum : -7;
+            break;
+        default:
+            want = i < 4 ? sum : -7;
+            break;
+        }
+        if (out[i] != want) {
+            fprintf(stderr, "test: element %d is %d, not %d\n", i, (int)out[i], want);
+            return 0;
+        }
+    }
+    return 1;
 }
 
 static int refuse_rank(chorus_comm_t comm, int rank, int size, void *arg)
@@ -407,16 +448,21 @@ static int refuse_rank(chorus_comm_t comm, int rank, int size, void *arg)
     const refuse_case_t *rc = arg;
     int32_t in[4 * 8], out[4 * 8];
     chorus_status_t first, second;
+    int stop = rc->kind == CALL_KINDS;
 
     (void)size;
     if (stderr_to(rank) != 0)
         return RC_SETUP;
-    for (int i = 0; i < 4 * 8; i++)
+    for (int i = 0; i < 4 * 8; i++) {
         in[i] = rank + 1;
+        out[i] = -7;
+    }
     /* At 4 ranks rank 0 comes late: the notice is there before its call is. */
     if (rc->nranks == 4 && rank == 0)
         usleep(200 * 1000);
     first = refuse_call(rc, comm, rank == refuser_of(rc), in, out);
+    for (int i = 0; i < 4 * 8; i++)
+        out[i] = -7;
     second = refuse_call(rc, comm, 0, in, out);
     fprintf(stderr, "test: first %d second %d\n", (int)first, (int)second);
     if (rank == refuser_of(rc) && first != CHORUS_ERR_INVALID_ARG)
@@ -425,11 +471,13 @@ static int refuse_rank(chorus_comm_t comm, int rank, int size, void *arg)
      * The reduce's other ranks only send, eagerly: their calls may be over
      * before the notice comes, and they hold no result to be wrong.
      */
-    if (rc->kind == CALL_REDUCE && rank != refuser_of(rc))
-        return RC_OK;
-    if (first == CHORUS_OK)
+    if (first == CHORUS_OK && !(rc->kind == CALL_REDUCE && rank != refuser_of(rc)))
         return RC_SUCCESS_WRONG;
-    return second == CHORUS_OK ? RC_AFTER : RC_OK;
+    if (stop)
+        return second == CHORUS_OK ? RC_AFTER : RC_OK;
+    if (second != CHORUS_OK || !refused_then_exact(rc->kind, rank, rc->nranks, out))
+        return RC_AFTER;
+    return allreduce_exact(comm, rank, rc->nranks);
 }
 
 static void run_refuse(const refuse_case_t *rc, int shm)
@@ -465,14 +513,21 @@ static void run_refuse(const refuse_case_t *rc, int shm)
     for (int r = 0; r < rc->nranks; r++)
         cr_expect_lt(elapsed[r], 6.0, "%s at %d ranks over %s: rank %d took %.1f s", what,
                      rc->nranks, shm ? "shm" : "tcp", r, elapsed[r]);
-    /* The reduce's other ranks may be gone before the notice comes. */
-    if (rc->kind != CALL_REDUCE)
+    /*
+     * A joined call: every other rank noted the notice before the refusing
+     * rank went on, and logs it. A stopped one: at least one rank heard of
+     * it before its context failed.
+     */
+    if (rc->kind == CALL_KINDS)
         cr_expect_geq(named, 1, "no rank named the refusing rank %d (%s)", refuser, needle);
+    else
+        cr_expect_eq(named, rc->nranks - 1, "%d ranks named the refusing rank %d (%s)", named,
+                     refuser, needle);
 }
 
 static void run_refusals(int shm)
 {
-    for (int kind = 0; kind <= CALL_KINDS; kind++)
+    for (int kind = 0; kind < CALL_KINDS; kind++)
         for (int nranks = 2; nranks <= 5; nranks++) {
             refuse_case_t rc = {kind, nranks, nranks == 3};
 
@@ -480,8 +535,114 @@ static void run_refusals(int shm)
         }
 }
 
-Test(refused, on_one_rank_fails_every_rank_shm, .timeout = 120) { run_refusals(1); }
-Test(refused, on_one_rank_fails_every_rank_tcp, .timeout = 120) { run_refusals(0); }
+Test(refused, for_a_buffer_on_one_rank_fails_that_call_only_shm, .timeout = 180)
+{
+    run_refusals(1);
+}
+
+Test(refused, for_a_buffer_on_one_rank_fails_that_call_only_tcp, .timeout = 180)
+{
+    run_refusals(0);
+}
+
+/* A non-blocking call refused for req_p=NULL alone runs too, and returns at once. */
+Test(refused, for_req_p_on_one_rank_fails_that_call_only, .timeout = 60)
+{
+    for (int shm = 0; shm < 2; shm++) {
+        refuse_case_t rc = {CALL_ALLREDUCE, 3, 2};
+
+        run_refuse(&rc, shm);
+    }
+}
+
+Test(refused, for_its_shape_on_one_rank_fails_every_rank, .timeout = 120)
+{
+    for (int shm = 0; shm < 2; shm++)
+        for (int nranks = 2; nranks <= 5; nranks++) {
+            refuse_case_t rc = {CALL_KINDS, nranks, nranks == 3};
+
+            run_refuse(&rc, shm);
+        }
+}
+
+/*
+ * A compressed allreduce refused on one rank for its buffer runs there
+ * compressed too: every rank's call fails, and the next compressed call
+ * (of small integers, exact in fp16) is exact.
+ */
+static int refuse_compressed_rank(chorus_comm_t comm, int rank, int size, void *arg)
+{
+    float in[1000], out[1000];
+    chorus_opts_t fp16 = CHORUS_OPTS_INIT;
+
+    (void)arg;
+    fp16.flags = CHORUS_COMPRESS_FP16;
+    for (int i = 0; i < 1000; i++)
+        in[i] = (float)(rank + 1 + i % 7);
+    if (chorus_allreduce(in, rank == size - 1 ? NULL : out, 1000, CHORUS_FLOAT32, CHORUS_SUM,
+                         comm, &fp16) != CHORUS_ERR_INVALID_ARG)
+        return RC_SUCCESS_WRONG;
+    if (chorus_allreduce(in, out, 1000, CHORUS_FLOAT32, CHORUS_SUM, comm, &fp16) != CHORUS_OK)
+        return RC_AFTER;
+    for (int i = 0; i < 1000; i++)
+        if (out[i] != (float)(size * (size + 1) / 2 + size * (i % 7)))
+            return RC_AFTER;
+    return allreduce_exact(comm, rank, size);
+}
+
+Test(refused, compressed_for_a_buffer_on_one_rank_fails_that_call_only, .timeout = 60)
+{
+    for (int nranks = 2; nranks <= 4; nranks++) {
+        harness_opts_t opts = {.nranks = nranks, .timeout_s = 10, .deadline_s = 30,
+                               .kill_rank = -1};
+        int status[4] = {0};
+
+        cr_expect_eq(harness_run(&opts, refuse_compressed_rank, NULL, status, NULL), 0,
+                     "%d ranks: exit codes %d %d %d %d", nranks, status[0], status[1],
+                     status[2], status[3]);
+    }
+}
+
+/*
+ * One rank refuses an allreduce for its buffer (and would run it), another
+ * for its opts (and would not): the call cannot complete, so every rank's
+ * call fails, soon, and none hangs.
+ */
+static int refuse_mixed_rank(chorus_comm_t comm, int rank, int size, void *arg)
+{
+    int32_t in[4] = {1, 2, 3, 4}, out[4];
+    chorus_opts_t bad = CHORUS_OPTS_INIT;
+    chorus_status_t st;
+
+    (void)arg;
+    bad.struct_size = 1;
+    st = chorus_allreduce(in, rank == size - 1 ? NULL : out, 4, CHORUS_INT32, CHORUS_SUM, comm,
+                          rank == 0 ? &bad : NULL);
+    if (st == CHORUS_OK)
+        return RC_SUCCESS_WRONG;
+    (void)chorus_barrier(comm, NULL);   /* fails or not; it must return */
+    return RC_OK;
+}
+
+Test(refused, for_a_buffer_here_and_its_shape_there_fails_every_rank, .timeout = 120)
+{
+    for (int shm = 0; shm < 2; shm++)
+        for (int nranks = 2; nranks <= 4; nranks++) {
+            harness_opts_t opts = {.nranks = nranks, .timeout_s = 10, .deadline_s = 30,
+                                   .kill_rank = -1};
+            int status[4] = {0};
+            double elapsed[4] = {0};
+
+            setenv("CHORUS_SHM", shm ? "1" : "0", 1);
+            cr_expect_eq(harness_run(&opts, refuse_mixed_rank, NULL, status, elapsed), 0,
+                         "%d ranks over %s: exit codes %d %d %d %d", nranks,
+                         shm ? "shm" : "tcp", status[0], status[1], status[2], status[3]);
+            unsetenv("CHORUS_SHM");
+            for (int r = 0; r < nranks; r++)
+                cr_expect_lt(elapsed[r], 6.0, "%d ranks over %s: rank %d took %.1f s", nranks,
+                             shm ? "shm" : "tcp", r, elapsed[r]);
+        }
+}
 
 /*
  * Every rank refuses the same call (a NULL receive buffer everywhere, or a
