@@ -5,11 +5,13 @@
 # program that splits its communicator in two halves, under chorus-run -n 5, and
 # one that computes a 1024 x 1024 layer's weight gradient on 4 ranks, by the
 # strategy chorus chooses and by each forced one, against a single-process
-# reference. Last, 300 named gradients submitted to the training engine in a
-# different order on each of 5 ranks.
+# reference. Then 300 named gradients submitted to the training engine in a
+# different order on each of 5 ranks. Last, calls refused on one rank for a
+# NULL buffer, each followed by a correct call, at 3 ranks with and without
+# shared memory.
 #
-# Environment: HELLO, SPLIT_HALVES, FC_LAYER and ENGINE_SHUFFLE (the example binaries),
-# CHORUS_RUN, and
+# Environment: HELLO, SPLIT_HALVES, FC_LAYER, ENGINE_SHUFFLE and REFUSED_ONCE (the example
+# binaries), CHORUS_RUN, and
 # optionally MPI_EXAMPLE and MPIRUN.
 set -u
 . "$(dirname "$0")/../lib/checks.sh"
@@ -77,6 +79,17 @@ rc=$?
 check "engine_shuffle under chorus-run -n 5 exits 0 (got $rc)" [ "$rc" -eq 0 ]
 check "engine_shuffle: five ranks exact" [ "$(grep -c ': ok$' "$TMP/engine")" -eq 5 ]
 [ "$rc" -eq 0 ] || cat "$TMP/engine"
+# A call refused on one rank for its buffer: an error everywhere, then exact calls.
+for shm in 1 0; do
+    CHORUS_SHM=$shm timeout -k 5 120 "$CHORUS_RUN" -n 3 "$REFUSED_ONCE" > "$TMP/refused" 2>&1
+    rc=$?
+    check "refused_once under chorus-run -n 3 (CHORUS_SHM=$shm) exits 0 (got $rc)" [ "$rc" -eq 0 ]
+    check "refused_once: three ranks refused once, then exact (CHORUS_SHM=$shm)" \
+        [ "$(grep -c ': ok$' "$TMP/refused")" -eq 3 ]
+    check "refused_once: the other ranks name rank 2 and its reason (CHORUS_SHM=$shm)" \
+        [ "$(grep -c 'rank 2 refused broadcast #0 (invalid argument sendbuf=NULL' "$TMP/refused")" -eq 2 ]
+    [ "$rc" -eq 0 ] || cat "$TMP/refused"
+done
 
 [ "$FAILED" -eq 0 ] || cat "$TMP/run" "$TMP/split"
 checks_end
