@@ -187,8 +187,11 @@ err:
 typedef struct {
     int64_t color;
     int64_t key;
-    int64_t space;              /* a space free on this rank, reserved for this split */
+    int64_t space;              /* a space free on this rank, reserved for this split;
+                                   SPLIT_REFUSED: this rank refused its arguments */
 } split_card_t;
+
+#define SPLIT_REFUSED (-1)
 
 typedef struct {
     int64_t key;
@@ -338,11 +341,11 @@ static chorus_status_t split_members(chorus_comm_t comm, const split_card_t *all
     return CHORUS_OK;
 }
 
-static chorus_status_t split_check(const char *fn, chorus_comm_t comm, int color,
-                                   chorus_comm_t *newcomm_p)
+/* comm is not NULL: what else a split refuses, logged. */
+static chorus_status_t split_check(const char *fn, int color, chorus_comm_t *newcomm_p)
 {
-    if (comm == NULL || newcomm_p == NULL) {
-        chorus_error("%s: invalid argument %s=NULL", fn, comm == NULL ? "comm" : "newcomm_p");
+    if (newcomm_p == NULL) {
+        chorus_error("%s: invalid argument newcomm_p=NULL", fn);
         return CHORUS_ERR_INVALID_ARG;
     }
     if (color < 0 && color != CHORUS_UNDEFINED) {
@@ -350,28 +353,45 @@ static chorus_status_t split_check(const char *fn, chorus_comm_t comm, int color
                      fn, color);
         return CHORUS_ERR_INVALID_ARG;
     }
-    return chorus__ctx_error(comm->ctx);
+    return CHORUS_OK;
+}
+
+/* The first rank whose card says it refused its arguments, or -1. */
+static int split_refuser(chorus_comm_t comm, const split_card_t *all)
+{
+    for (int r = 0; r < comm->size; r++)
+        if (all[r].space == SPLIT_REFUSED)
+            return r;
+    return -1;
 }
 
 /* chorus_comm_split, with fn naming the public call in messages. */
 static chorus_status_t comm_split(const char *fn, chorus_comm_t comm, int color, int key,
                                   chorus_comm_t *newcomm_p)
 {
-    chorus_status_t status = split_check(fn, comm, color, newcomm_p);
     coll_args_t a = {.coll = COLL_ALLGATHER, .count = 3, .dtype = CHORUS_INT64,
                      .op = CHORUS_SUM};
     split_card_t mine, *all;
     chorus_request_t req;
+    chorus_status_t status, refused;
     uint32_t space = 0;
-    int *ranks, n;
+    int *ranks, n, refuser;
 
-    if (status != CHORUS_OK)
+    if (comm == NULL) {
+        chorus_error("%s: invalid argument comm=NULL", fn);
+        return CHORUS_ERR_INVALID_ARG;
+    }
+    if ((status = chorus__ctx_error(comm->ctx)) != CHORUS_OK)
         return status;
+    /* Refused here: this rank still exchanges its card, so that every rank fails at once. */
+    refused = split_check(fn, color, newcomm_p);
     all = malloc((size_t)comm->size * sizeof(*all));
-    mine = (split_card_t){.color = color, .key = key, .space = space_reserve(comm->ctx, 1)};
+    mine = (split_card_t){.color = color, .key = key,
+                          .space = refused != CHORUS_OK ? (int64_t)SPLIT_REFUSED
+                                                        : (int64_t)space_reserve(comm->ctx, 1)};
     if (all == NULL) {
-        space_release(comm->ctx, (uint32_t)mine.space);
-        free(all);
+        if (refused == CHORUS_OK)
+            space_release(comm->ctx, (uint32_t)mine.space);
         return CHORUS_ERR_NO_MEMORY;
     }
     /* A collective of comm, numbered and ordered among its other calls. */
@@ -383,9 +403,15 @@ static chorus_status_t comm_split(const char *fn, chorus_comm_t comm, int color,
     status = chorus__call(comm, &a, 1, &req);
     if (status == CHORUS_OK && req != NULL)
         status = chorus_request_free(req);
+    refuser = status == CHORUS_OK ? split_refuser(comm, all) : -1;
+    if (refuser >= 0 && refuser != comm->rank)
+        chorus_error("rank %d: %s: rank %d refused its arguments (its log says which); the "
+                     "split fails on every rank", comm->rank, fn, refuser);
+    if (refuser >= 0 && status == CHORUS_OK)
+        status = CHORUS_ERR_INVALID_ARG;
     if (status == CHORUS_OK)
         status = split_space(comm, all, (uint32_t)mine.space, &space);
-    else
+    else if (refused == CHORUS_OK)
         space_release(comm->ctx, (uint32_t)mine.space);
     if (status == CHORUS_OK && color != CHORUS_UNDEFINED)
         status = split_members(comm, all, color, &ranks, &n);

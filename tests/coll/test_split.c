@@ -560,6 +560,53 @@ Test(split, bad_arguments, .timeout = 60)
     run_ranks(3, bad_args_rank, NULL, 20, "bad arguments");
 }
 
+/*
+ * One rank refuses a split (a NULL newcomm_p, a bad color, a dup into NULL)
+ * while the others call it correctly: every rank's call fails at once,
+ * well before the 20 s timeout, no output is written, and the next split
+ * works.
+ */
+static int refused_on_one_rank(chorus_comm_t comm, int rank, int size, void *arg)
+{
+    static int sentinel;
+    chorus_comm_t untouched = (chorus_comm_t)&sentinel, out = untouched;
+    struct timespec t0, t1;
+    double took;
+    int rc = RC_OK;
+
+    (void)arg;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    rc |= expect_invalid(chorus_comm_split(comm, 0, rank, rank == size - 1 ? NULL : &out),
+                         "split into NULL on the last rank", rank);
+    rc |= expect_invalid(chorus_comm_split(comm, rank == 0 ? -2 : 1, rank, &out),
+                         "split with color -2 on rank 0", rank);
+    rc |= expect_invalid(chorus_comm_dup(comm, rank == 1 ? NULL : &out),
+                         "dup into NULL on rank 1", rank);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    took = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    if (took > 6.0) {
+        fprintf(stderr, "rank %d: the refused splits took %.1f s\n", rank, took);
+        rc = RC_STATUS;
+    }
+    if (out != untouched) {
+        fprintf(stderr, "rank %d: a failed split wrote its output\n", rank);
+        rc = RC_STATUS;
+    }
+    if (rc == RC_OK && (rc = split_checked(comm, rank % 2, rank, &out)) == RC_OK) {
+        int n = (size + 1 - rank % 2) / 2;
+
+        rc = sum_check(out, 1, n, "split after the refused ones");
+        rc = destroy_checked(out, rc);
+    }
+    return rc;
+}
+
+Test(split, refused_on_one_rank_fails_every_rank_at_once, .timeout = 120)
+{
+    for (int nranks = 2; nranks <= 4; nranks++)
+        run_ranks(nranks, refused_on_one_rank, NULL, 20, "a split refused on one rank");
+}
+
 /* ---- one fault fails every communicator of the context ------------------- */
 
 #define FAULT_TIMEOUT_S 5.0
