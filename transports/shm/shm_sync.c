@@ -243,8 +243,9 @@ void shm_sleep(shm_node_t *node, int peer, uint64_t step, unsigned max_us)
     if (!yield(c, step, learn, &shared)) {
         atomic_fetch_add(&c->sleepers, 1);
         bell = atomic_load(&c->bell);
+        /* Gone, and without the step: a peer may post it and leave while the futex times out. */
         if (!peer_moved(c, step) && futex(&c->bell, FUTEX_WAIT, bell, &ts) != 0 &&
-            errno == ETIMEDOUT && shm_pid_gone(node->pids[peer]))
+            errno == ETIMEDOUT && shm_pid_gone(node->pids[peer]) && !peer_moved(c, step))
             node->dead_peer = peer;     /* killed: it will never post again */
         atomic_fetch_sub(&c->sleepers, 1);
     }
