@@ -167,12 +167,33 @@ static chorus_status_t check_buffers(const coll_args_t *a, size_t send_elems,
  * *bytes_p (may be NULL) receives the byte sizes of the call's send and
  * receive buffers here.
  */
+void chorus__call_elems(const coll_args_t *a, size_t n, size_t elems[2])
+{
+    elems[0] = elems[1] = a->count;
+    switch (a->coll) {
+    case COLL_ALLGATHER:
+        elems[1] = a->count * n;
+        break;
+    case COLL_REDUCE_SCATTER:
+        elems[0] = a->count * n;
+        break;
+    case COLL_ALLTOALL:
+        elems[0] = elems[1] = a->count * n;
+        break;
+    case COLL_BARRIER:
+        elems[0] = elems[1] = 0;
+        break;
+    default:
+        break;
+    }
+}
+
 static chorus_status_t check_call(chorus_comm_t comm, coll_args_t *a,
                                   const chorus_opts_t *opts, char *why, size_t why_len,
                                   int *shape_ok_p, size_t bytes_p[2])
 {
     size_t esize = chorus_dtype_size(a->dtype), n = comm ? (size_t)comm->size : 1;
-    size_t send_elems = a->count, recv_elems = a->count;
+    size_t elems[2], send_elems, recv_elems;
     const char *sbuf = a->sendbuf, *rbuf = a->recvbuf;
     /* The in-place tests compare addresses as integers: an absurd count, refused below, must
        not make pointer arithmetic overflow first. */
@@ -186,24 +207,14 @@ static chorus_status_t check_call(chorus_comm_t comm, coll_args_t *a,
         a->chunk_bytes = comm->ctx->cfg.chunk_bytes;
         a->mem = COLL_MEM_HOST;
     }
-    switch (a->coll) {
-    case COLL_ALLGATHER:
-        recv_elems = a->count * n;
+    chorus__call_elems(a, n, elems);
+    send_elems = elems[0];
+    recv_elems = elems[1];
+    /* The in-place layouts of allgather and reduce_scatter sit this rank's block in the other. */
+    if (a->coll == COLL_ALLGATHER)
         in_place = rbuf != NULL && (uintptr_t)sbuf == (uintptr_t)rbuf + block * (size_t)a->rank;
-        break;
-    case COLL_REDUCE_SCATTER:
-        send_elems = a->count * n;
+    else if (a->coll == COLL_REDUCE_SCATTER)
         in_place = sbuf != NULL && (uintptr_t)rbuf == (uintptr_t)sbuf + block * (size_t)a->rank;
-        break;
-    case COLL_ALLTOALL:
-        send_elems = recv_elems = a->count * n;
-        break;
-    case COLL_BARRIER:
-        send_elems = recv_elems = 0;
-        break;
-    default:
-        break;
-    }
     send_here = !(a->coll == COLL_BROADCAST && a->rank != a->root);
     recv_here = !(a->coll == COLL_REDUCE && a->rank != a->root);
     status = check_shape(comm, a, opts, send_elems, recv_elems, send_here, recv_here, why,
@@ -231,8 +242,9 @@ chorus_status_t chorus__check_call(chorus_comm_t comm, coll_args_t *a,
  * calling thread instead: then *req_p is NULL and the call is over. *req_p
  * is written only when the call returns CHORUS_OK. A call refused for its
  * arguments on a communicator still takes its place in the communicator's
- * sequence, and the other ranks learn of it (refusal.h); one whose shape is
- * valid runs on scratch buffers, so that the communicator goes on.
+ * sequence, and the other ranks learn of it (refusal.h); this rank runs it
+ * on scratch buffers (as the other ranks made it when its own shape was
+ * refused), so that the communicator goes on.
  */
 static chorus_status_t coll_start(const char *fn, chorus_comm_t comm, coll_args_t *a,
                                   const chorus_opts_t *opts, int blocking,
@@ -250,15 +262,15 @@ static chorus_status_t coll_start(const char *fn, chorus_comm_t comm, coll_args_
         status = CHORUS_ERR_INVALID_ARG;
     }
     if (status != CHORUS_OK) {
-        chorus__join_t join = {.wire = shape_ok ? chorus__opts_wire(opts) : CHORUS_DTYPE_COUNT,
+        chorus__join_t join = {.shape_ok = shape_ok,
+                               .wire = shape_ok ? chorus__opts_wire(opts) : CHORUS_DTYPE_COUNT,
                                .send_bytes = bytes[0], .recv_bytes = bytes[1],
                                .blocking = blocking};
 
         chorus_error("%s: %s", fn, why);
         /* Without a communicator there is no sequence to keep: the error stays here. */
         if (comm != NULL)
-            (void)chorus__call_refused(comm, coll_type_name(a->coll), a, why,
-                                       shape_ok ? &join : NULL);
+            (void)chorus__call_refused(comm, coll_type_name(a->coll), a, why, &join);
         return status;
     }
     if (chorus__opts_wire(opts) != CHORUS_DTYPE_COUNT)

@@ -145,6 +145,7 @@ chorus_status_t chorus__comm_open(chorus__ctx_t *ctx, int *ranks, int size, uint
     comm->space = space;
     comm->rank = -1;
     atomic_store(&comm->inline_seq, CHORUS__NO_SEQ);
+    atomic_store(&comm->learning, CHORUS__NO_SEQ);
     pthread_mutex_init(&comm->post_lock, NULL);
     comm->rank_of = malloc((size_t)ctx->size * sizeof(*comm->rank_of));
     if (comm->rank_of == NULL)

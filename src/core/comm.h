@@ -86,6 +86,9 @@ struct chorus_comm {
     /* The call the calling thread runs now, or CHORUS__NO_SEQ (set under post_lock, cleared
        under the refusal lock or, when handed over, under ctx->lock). */
     _Atomic uint64_t inline_seq;
+    /* A call refused for its shape whose turns are not taken yet, or CHORUS__NO_SEQ: its
+       thread holds post_lock until they are (request.c). */
+    _Atomic uint64_t learning;
     chorus__stall_t *stall;     /* stall reports (progress thread) */
     char trace_via[40];         /* "NET+TEAM": who serves calls that use the node team (tracing) */
     chorus__refusal_t *refusal; /* calls refused for their arguments (refusal.h) */
@@ -146,6 +149,8 @@ chorus_status_t chorus__call_made(chorus_comm_t comm, const char *call, const co
  */
 chorus_status_t chorus__check_call(chorus_comm_t comm, coll_args_t *a,
                                    const chorus_opts_t *opts, char *why, size_t why_len);
+/* Elements of a call's send (elems[0]) and receive (elems[1]) buffers at n ranks. */
+void chorus__call_elems(const coll_args_t *a, size_t n, size_t elems[2]);
 /*
  * The checks of opts: struct_size, flags outside allowed, priority. Writes
  * why and returns CHORUS_ERR_INVALID_ARG when one fails.
@@ -154,22 +159,24 @@ chorus_status_t chorus__check_opts(const chorus_opts_t *opts, uint32_t allowed, 
                                    size_t why_len);
 /* opts->flags where the caller's struct_size covers it, else 0 (opts may be NULL). */
 uint32_t chorus__opts_flags(const chorus_opts_t *opts);
-/* How a call refused for its buffers or req_p alone is run here all the same (refusal.h). */
+/* How a refused collective is run here all the same (refusal.h). */
 typedef struct {
-    chorus_dtype_t wire;        /* its compression (chorus__opts_wire) */
-    size_t send_bytes;          /* the sizes of its buffers here */
+    int shape_ok;               /* only its buffers or req_p were refused: the rest is valid */
+    chorus_dtype_t wire;        /* shape_ok: its compression (chorus__opts_wire) */
+    size_t send_bytes;          /* shape_ok: the sizes of its buffers here */
     size_t recv_bytes;
-    int blocking;               /* return once it is over; else at once */
+    int blocking;               /* return once it is over; else as soon as it may */
 } chorus__join_t;
 
 /*
  * A call (named call in reports) refused here for its arguments takes its
  * sequence number and tells the other ranks (refusal.h): why is the reason,
  * as logged; args->coll names the collective in the notice (COLL_TYPE_COUNT
- * for a call that is none). join: the call's shape is valid, so this rank
- * runs it on scratch buffers (NULL: it stops it). Returns
- * CHORUS_ERR_INVALID_ARG once the call is over, or at once for a
- * non-blocking joining call; or the context's fault.
+ * for a call that is none). join: a collective, run here on scratch
+ * buffers, as it is when join->shape_ok, else as the other ranks made it;
+ * NULL: stop it. Returns CHORUS_ERR_INVALID_ARG once the call is over; a
+ * non-blocking call as soon as no later call can take its turns; or the
+ * context's fault.
  */
 chorus_status_t chorus__call_refused(chorus_comm_t comm, const char *call,
                                      const coll_args_t *args, const char *why,

@@ -98,6 +98,7 @@ struct chorus__ctx {
     atomic_int stop;
     atomic_int aborted;
     atomic_int error;           /* the fault (chorus_status_t), 0 when none */
+    atomic_int refusal_due;     /* replies to refusal notices wait for the progress thread */
 };
 
 /* What the rendezvous produced, to build a context on. */

@@ -19,6 +19,7 @@
 #include "core/comm.h"
 #include "core/core_trace.h"
 #include "core/ctrl.h"
+#include "core/refusal.h"
 #include "core/stall.h"
 #include "util/log.h"
 #include "util/time.h"
@@ -200,6 +201,7 @@ static int phase_control(chorus__ctx_t *ctx, progress_turn_t *turn)
 {
     int moved = chorus__ctrl_progress(ctx);
 
+    chorus__refusal_flush(ctx);
     chorus__stall_check(ctx, turn->now);
     return moved;
 }

@@ -27,6 +27,28 @@
 /* Longest single sleep of the calling thread, in microseconds. */
 #define CALL_INLINE_SLEEP_US 1000
 
+static void abs_deadline(struct timespec *ts, double deadline)
+{
+    double left = deadline - chorus__now();
+
+    clock_gettime(CLOCK_MONOTONIC, ts);
+    if (left < 0)
+        left = 0;
+    ts->tv_sec += (time_t)left;
+    ts->tv_nsec += (long)((left - (double)(time_t)left) * 1e9);
+    if (ts->tv_nsec >= 1000000000L) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000L;
+    }
+}
+
+/*
+ * The progress thread enforces each request's deadline; the waiter allows a
+ * grace period beyond it so that it only gives up on its own when the
+ * progress thread itself is stuck.
+ */
+#define REQUEST_WAIT_GRACE_S 5.0
+
 /* The selection table's algorithm for args (logged and NULL when there is none). */
 static const coll_alg_t *call_select(chorus_comm_t comm, const coll_args_t *args)
 {
@@ -249,7 +271,7 @@ static chorus_status_t call_post(chorus_comm_t comm, const coll_args_t *args,
         if (run_here)
             atomic_store(&comm->inline_seq, seq);   /* in flight before it counts as posted */
         /* A peer's stopping refusal fails the context. */
-        (void)chorus__refusal_advance(comm, seq, CHORUS__REFUSED_NOT);
+        (void)chorus__refusal_advance(comm, seq, CHORUS__REFUSED_NOT, args, CHORUS_DTYPE_COUNT);
     }
     pthread_mutex_unlock(&comm->post_lock);
     if (status != CHORUS_OK) {
@@ -279,9 +301,11 @@ chorus_status_t chorus__call(chorus_comm_t comm, const coll_args_t *args, int bl
     return call_post(comm, args, alg, blocking, 0, req_p);
 }
 
-chorus_status_t chorus__call_made(chorus_comm_t comm, const char *call, const coll_args_t *args,
-                                  chorus__call_maker_fn make, void *make_arg,
-                                  chorus_request_t *req_p)
+/* chorus__call_made; shape and wire: the call as a plain collective, or shape NULL. */
+static chorus_status_t call_made_as(chorus_comm_t comm, const char *call, const coll_args_t *args,
+                                    chorus__call_maker_fn make, void *make_arg,
+                                    const coll_args_t *shape, chorus_dtype_t wire,
+                                    chorus_request_t *req_p)
 {
     chorus__ctx_t *ctx = comm->ctx;
     chorus__task_t *task = NULL;
@@ -297,7 +321,7 @@ chorus_status_t chorus__call_made(chorus_comm_t comm, const char *call, const co
     if (status == CHORUS_OK)
         status = request_queue(comm, call, args, call, NULL, task, seq, 0, &req);
     if (status == CHORUS_OK)   /* a peer's stopping refusal fails the context */
-        (void)chorus__refusal_advance(comm, seq, CHORUS__REFUSED_NOT);
+        (void)chorus__refusal_advance(comm, seq, CHORUS__REFUSED_NOT, shape, wire);
     pthread_mutex_unlock(&comm->post_lock);
     if (status != CHORUS_OK) {
         chorus__task_finalize(task);
@@ -306,6 +330,13 @@ chorus_status_t chorus__call_made(chorus_comm_t comm, const char *call, const co
     chorus__progress_wake(ctx);
     *req_p = req;
     return CHORUS_OK;
+}
+
+chorus_status_t chorus__call_made(chorus_comm_t comm, const char *call, const coll_args_t *args,
+                                  chorus__call_maker_fn make, void *make_arg,
+                                  chorus_request_t *req_p)
+{
+    return call_made_as(comm, call, args, make, make_arg, NULL, CHORUS_DTYPE_COUNT, req_p);
 }
 
 typedef struct {
@@ -327,8 +358,8 @@ chorus_status_t chorus__call_compressed(chorus_comm_t comm, const coll_args_t *a
 {
     compressed_call_t c = {args, wire};
 
-    return chorus__call_made(comm, coll_type_name(args->coll), args, compressed_make, &c,
-                             req_p);
+    return call_made_as(comm, coll_type_name(args->coll), args, compressed_make, &c, args, wire,
+                        req_p);
 }
 
 int chorus__call_in_flight(chorus_comm_t comm, uint64_t seq)
@@ -345,7 +376,7 @@ int chorus__call_in_flight(chorus_comm_t comm, uint64_t seq)
     return 0;
 }
 
-/* The last step of a joined refused call: whatever the scratch run gave, the call was refused. */
+/* The last step of a refused call that ran: whatever the scratch run gave, the call was refused. */
 static chorus_status_t refused_end(void *arg)
 {
     (void)arg;
@@ -368,43 +399,194 @@ static void request_release(chorus_request_t req)
 }
 
 /*
- * Queue refused call seq as joining (join set: notices, then the call on
- * scratch buffers, then CHORUS_ERR_INVALID_ARG) or stopping. Under the post
- * lock; alg is the selection's for the scratch call, scratch its buffers
- * (taken over).
+ * A learning refusal's second step: the call as the other ranks made it
+ * (what the first step, notice, heard), built once posted, on scratch
+ * buffers, and run like the peers' own. Building it takes the call's turns
+ * on the node team: the refusing thread holds the post lock until then
+ * (comm->learning).
+ */
+typedef struct {
+    chorus__task_t head;
+    chorus_comm_t comm;
+    uint64_t seq;
+    chorus__task_t *notice;
+    chorus__task_t *sub;
+    void *scratch[2];
+} learned_task_t;
+
+/* The call's turns are taken (or never will be): the refusing thread may post again. */
+static void learned_release_turn(learned_task_t *t)
+{
+    chorus__ctx_t *ctx = t->comm->ctx;
+    uint64_t seq = t->seq;
+
+    if (!atomic_compare_exchange_strong(&t->comm->learning, &seq, CHORUS__NO_SEQ))
+        return;
+    pthread_mutex_lock(&ctx->lock);
+    pthread_cond_broadcast(&ctx->cond);
+    pthread_mutex_unlock(&ctx->lock);
+}
+
+static chorus_status_t learned_build(learned_task_t *t)
+{
+    chorus_comm_t comm = t->comm;
+    coll_args_t run = {.rank = comm->rank, .size = comm->size,
+                       .chunk_bytes = comm->ctx->cfg.chunk_bytes, .mem = COLL_MEM_HOST};
+    chorus_dtype_t wire = CHORUS_DTYPE_COUNT;
+    const coll_alg_t *alg = NULL;
+    const char *via = NULL;
+    size_t elems[2], esize;
+
+    if (!chorus__refusal_learned(t->notice, &run, &wire))
+        return CHORUS_ERR_INVALID_ARG;  /* every rank refused its shape: no data moves */
+    esize = chorus_dtype_size(run.dtype);
+    chorus__call_elems(&run, (size_t)comm->size, elems);
+    if (run.count > SIZE_MAX / esize / (size_t)comm->size ||
+        (t->scratch[0] = calloc(1, elems[0] * esize + 1)) == NULL ||
+        (t->scratch[1] = calloc(1, elems[1] * esize + 1)) == NULL) {
+        chorus_error("rank %d: no memory to run refused call #%llu (%zu x %s) as its peers "
+                     "do", comm->rank, (unsigned long long)t->seq, run.count,
+                     chorus_dtype_name(run.dtype));
+        return CHORUS_ERR_NO_MEMORY;
+    }
+    run.sendbuf = t->scratch[0];
+    run.recvbuf = t->scratch[1];
+    if (wire != CHORUS_DTYPE_COUNT)
+        return coll_compressed_task(&run, wire, &comm->env, &comm->port.port,
+                                    chorus__tag_base(t->seq), &comm->ctx->scratch_pool, NULL,
+                                    &t->sub);
+    if ((alg = call_select(comm, &run)) == NULL)
+        return CHORUS_ERR_UNSUPPORTED;
+    return call_task(comm, &run, alg, t->seq, 0, &t->sub, &via);
+}
+
+static chorus_status_t learned_post(chorus__task_t *task)
+{
+    learned_task_t *t = (learned_task_t *)task;
+    chorus_status_t status = learned_build(t);
+
+    learned_release_turn(t);
+    return status == CHORUS_OK ? chorus__task_post(t->sub) : status;
+}
+
+static int learned_progress(chorus__task_t *task)
+{
+    learned_task_t *t = (learned_task_t *)task;
+    int rc = chorus__task_progress(t->sub);
+
+    task->failed_peer = t->sub->failed_peer;
+    if (rc == 1)
+        task->status = t->sub->status;
+    return rc;
+}
+
+static int learned_wait(chorus__task_t *task, unsigned max_us)
+{
+    learned_task_t *t = (learned_task_t *)task;
+
+    return t->sub != NULL ? chorus__task_wait(t->sub, max_us) : 0;
+}
+
+static void learned_skip(chorus__task_t *task, chorus_status_t status)
+{
+    (void)status;
+    learned_release_turn((learned_task_t *)task);  /* built nothing: no turn to keep */
+}
+
+static void learned_fail(chorus__task_t *task, chorus_status_t status)
+{
+    learned_task_t *t = (learned_task_t *)task;
+
+    if (t->sub != NULL)
+        chorus__task_fail(t->sub, status);
+}
+
+static void learned_finalize(chorus__task_t *task)
+{
+    learned_task_t *t = (learned_task_t *)task;
+
+    learned_release_turn(t);
+    chorus__task_finalize(t->sub);
+    free(t->scratch[0]);
+    free(t->scratch[1]);
+    free(t);
+}
+
+static const char *learned_served_by(const chorus__task_t *task)
+{
+    const learned_task_t *t = (const learned_task_t *)task;
+
+    return t->sub != NULL ? chorus__task_served_by(t->sub) : NULL;
+}
+
+static const chorus__task_ops_t learned_ops = {
+    .name = "refused call, as its peers made it",
+    .post = learned_post,
+    .progress = learned_progress,
+    .wait = learned_wait,
+    .skip = learned_skip,
+    .fail = learned_fail,
+    .finalize = learned_finalize,
+    .served_by = learned_served_by,
+};
+
+/*
+ * The request of refused call seq: stopping (the notice alone), joining
+ * (the notice, the call on scratch buffers as selected here, then
+ * CHORUS_ERR_INVALID_ARG), or learning (the notice, the call as its peers
+ * made it, then CHORUS_ERR_INVALID_ARG). Under the post lock; alg: the
+ * selection's for a joining call; scratch: its buffers (taken over).
  */
 static chorus_status_t refused_queue(chorus_comm_t comm, const char *call,
                                      const coll_args_t *args, const char *why,
-                                     const chorus__join_t *join, const coll_alg_t *alg,
-                                     void *scratch[2], uint64_t seq, chorus_request_t *req_p)
+                                     chorus__refused_t kind, const chorus__join_t *join,
+                                     const coll_alg_t *alg, void *scratch[2], uint64_t seq,
+                                     chorus_request_t *req_p)
 {
     coll_args_t run = *args;
     chorus__task_t *notice = NULL, *task = NULL, *all = NULL;
+    learned_task_t *learned;
     const char *via = NULL;
     chorus_status_t status;
 
-    status = chorus__refusal_task_create(comm, args, seq, why, join ? scratch : NULL, &notice);
-    if (status == CHORUS_OK && join == NULL &&
+    status = chorus__refusal_task_create(comm, args, seq, why, kind,
+                                         kind == CHORUS__REFUSED_JOIN ? scratch : NULL,
+                                         &notice);
+    if (status == CHORUS_OK && kind == CHORUS__REFUSED_STOP &&
         (status = request_queue(comm, call, args, "refused", NULL, notice, seq, 0, req_p)) !=
             CHORUS_OK)
         chorus__task_finalize(notice);
-    if (status != CHORUS_OK || join == NULL)
+    if (status != CHORUS_OK || kind == CHORUS__REFUSED_STOP)
         return status;
-    run.sendbuf = scratch[0];
-    run.recvbuf = scratch[1];
     if ((status = chorus__composite_create(&all)) != CHORUS_OK) {
         chorus__task_finalize(notice);
         return status;
     }
-    if ((status = chorus__composite_add_task(all, notice)) == CHORUS_OK) {
+    if ((status = chorus__composite_add_task(all, notice)) != CHORUS_OK) {
+        chorus__task_finalize(all);
+        return status;
+    }
+    if (kind == CHORUS__REFUSED_LEARN) {
+        if ((learned = calloc(1, sizeof(*learned))) == NULL) {
+            status = CHORUS_ERR_NO_MEMORY;
+        } else {
+            chorus__task_init(&learned->head, &learned_ops, 0);
+            learned->comm = comm;
+            learned->seq = seq;
+            learned->notice = notice;
+            task = &learned->head;
+        }
+    } else {
+        run.sendbuf = scratch[0];
+        run.recvbuf = scratch[1];
         status = join->wire != CHORUS_DTYPE_COUNT
                      ? coll_compressed_task(&run, join->wire, &comm->env, &comm->port.port,
                                             chorus__tag_base(seq), &comm->ctx->scratch_pool,
                                             NULL, &task)
                      : call_task(comm, &run, alg, seq, 0, &task, &via);
-        if (status == CHORUS_OK)
-            status = chorus__composite_add_task(all, task);
     }
+    if (status == CHORUS_OK)
+        status = chorus__composite_add_task(all, task);
     if (status == CHORUS_OK)
         status = chorus__composite_add_fn(all, refused_end, NULL);
     if (status == CHORUS_OK)
@@ -412,6 +594,21 @@ static chorus_status_t refused_queue(chorus_comm_t comm, const char *call,
     if (status != CHORUS_OK)
         chorus__task_finalize(all);
     return status;
+}
+
+/* Holding the post lock: wait until learning call seq has taken its turns, or is over. */
+static void refused_wait_turn(chorus_comm_t comm, chorus_request_t req, uint64_t seq)
+{
+    chorus__ctx_t *ctx = comm->ctx;
+    struct timespec ts;
+
+    abs_deadline(&ts, req->deadline + REQUEST_WAIT_GRACE_S);
+    pthread_mutex_lock(&ctx->lock);
+    while (!req->done && atomic_load(&comm->learning) == seq) {
+        if (pthread_cond_timedwait(&ctx->cond, &ctx->lock, &ts) == ETIMEDOUT)
+            break;
+    }
+    pthread_mutex_unlock(&ctx->lock);
 }
 
 chorus_status_t chorus__call_refused(chorus_comm_t comm, const char *call,
@@ -422,12 +619,17 @@ chorus_status_t chorus__call_refused(chorus_comm_t comm, const char *call,
     chorus_request_t req = NULL;
     const coll_alg_t *alg = NULL;
     chorus_status_t status = chorus__ctx_error(ctx);
+    chorus__refused_t kind = join == NULL ? CHORUS__REFUSED_STOP
+                             : join->shape_ok ? CHORUS__REFUSED_JOIN
+                             : comm->size > 1 ? CHORUS__REFUSED_LEARN
+                                              : CHORUS__REFUSED_STOP;  /* no one to learn from */
     void *scratch[2] = {NULL, NULL};
+    int blocking = join == NULL || join->blocking;
     uint64_t seq;
 
     if (status != CHORUS_OK)
         return status;      /* after a fault no call pairs with another: nothing to keep */
-    if (join != NULL) {
+    if (kind == CHORUS__REFUSED_JOIN) {
         /* calloc: pages that the call only reads cost nothing. */
         scratch[0] = calloc(1, join->send_bytes > 0 ? join->send_bytes : 1);
         scratch[1] = calloc(1, join->recv_bytes > 0 ? join->recv_bytes : 1);
@@ -440,15 +642,25 @@ chorus_status_t chorus__call_refused(chorus_comm_t comm, const char *call,
                         join->recv_bytes);
             free(scratch[0]);
             free(scratch[1]);
-            join = NULL;
+            kind = CHORUS__REFUSED_STOP;
         }
     }
     pthread_mutex_lock(&comm->post_lock);
     seq = atomic_load(&comm->next_seq);
-    status = refused_queue(comm, call, args, why, join, alg, scratch, seq, &req);
-    if (status == CHORUS_OK)
-        (void)chorus__refusal_advance(comm, seq,
-                                      join ? CHORUS__REFUSED_JOIN : CHORUS__REFUSED_STOP);
+    if (kind == CHORUS__REFUSED_LEARN)
+        atomic_store(&comm->learning, seq);
+    status = refused_queue(comm, call, args, why, kind, join, alg, scratch, seq, &req);
+    if (status == CHORUS_OK) {
+        (void)chorus__refusal_advance(comm, seq, kind,
+                                      kind == CHORUS__REFUSED_JOIN ? args : NULL,
+                                      kind == CHORUS__REFUSED_JOIN ? join->wire
+                                                                   : CHORUS_DTYPE_COUNT);
+        chorus__progress_wake(ctx);
+        /* No later call of this rank may take this one's turns on the node team. */
+        if (kind == CHORUS__REFUSED_LEARN)
+            refused_wait_turn(comm, req, seq);
+    }
+    atomic_store(&comm->learning, CHORUS__NO_SEQ);
     pthread_mutex_unlock(&comm->post_lock);
     if (status != CHORUS_OK) {
         /* Its peers would wait for a call that never comes: fail them now rather than later. */
@@ -457,9 +669,11 @@ chorus_status_t chorus__call_refused(chorus_comm_t comm, const char *call,
         chorus__ctx_fail(ctx, status);
         return status;
     }
-    chorus__progress_wake(ctx);
-    /* A stopping call returns only once its peers know: no later call may take its turns. */
-    if (join == NULL || join->blocking)
+    /*
+     * A stopping call returns only once its peers know: no later call may take its turns.
+     * The others have taken theirs already.
+     */
+    if (kind == CHORUS__REFUSED_STOP || blocking)
         return chorus_request_free(req);
     request_release(req);
     return CHORUS_ERR_INVALID_ARG;
@@ -488,28 +702,6 @@ chorus_status_t chorus__call_setup(chorus_comm_t comm, const coll_args_t *args,
 
     return status == CHORUS_OK ? chorus_request_free(req) : status;
 }
-
-static void abs_deadline(struct timespec *ts, double deadline)
-{
-    double left = deadline - chorus__now();
-
-    clock_gettime(CLOCK_MONOTONIC, ts);
-    if (left < 0)
-        left = 0;
-    ts->tv_sec += (time_t)left;
-    ts->tv_nsec += (long)((left - (double)(time_t)left) * 1e9);
-    if (ts->tv_nsec >= 1000000000L) {
-        ts->tv_sec++;
-        ts->tv_nsec -= 1000000000L;
-    }
-}
-
-/*
- * The progress thread enforces each request's deadline; the waiter allows a
- * grace period beyond it so that it only gives up on its own when the
- * progress thread itself is stuck.
- */
-#define REQUEST_WAIT_GRACE_S 5.0
 
 chorus_status_t chorus_request_wait(chorus_request_t req)
 {
