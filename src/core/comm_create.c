@@ -1,6 +1,7 @@
 /*
  * Public constructors: from explicit arguments, from the environment
- * (chorus's variables or torchrun's), and from a unique id.
+ * (chorus's variables, torchrun's, a PMIx server's, or the rank variables of
+ * mpirun and srun), and from a unique id.
  */
 #include <errno.h>
 #include <limits.h>
@@ -10,6 +11,8 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include "config.h"
 
 #include "core/bootstrap.h"
 #include "core/comm_create.h"
@@ -67,23 +70,37 @@ chorus_status_t chorus_comm_create(int rank, int size, const char *addr, const c
     return create_with_secret(rank, size, addr, secret, timeout_s, comm_p);
 }
 
-/* An integer variable: CHORUS_X (already read into text) or the torchrun name. */
-static chorus_status_t env_int(const char *text, const char *chorus_name, const char *torch_name,
-                               int *value_p)
+/*
+ * Where rank and size come from, in order: chorus's own variables (read
+ * through the launch table), torchrun's, Open MPI's, those of MPICH's
+ * process managers (PMI), Slurm's.
+ */
+static const struct {
+    const char *rank, *size, *launcher;
+} launch_vars[] = {
+    {"CHORUS_RANK", "CHORUS_SIZE", "chorus-run"},
+    {"RANK", "WORLD_SIZE", "torchrun"},
+    {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "Open MPI's mpirun"},
+    {"PMI_RANK", "PMI_SIZE", "a PMI process manager (MPICH's mpiexec)"},
+    {"SLURM_PROCID", "SLURM_NTASKS", "srun"},
+};
+
+/* A variable's value, or NULL when unset or empty; chorus's own come from launch. */
+static const char *launch_value(const chorus__launch_config_t *launch, const char *name)
 {
-    const char *name = chorus_name;
+    const char *v = strcmp(name, "CHORUS_RANK") == 0   ? launch->rank.s
+                    : strcmp(name, "CHORUS_SIZE") == 0 ? launch->size.s
+                                                       : getenv(name);
+
+    return v != NULL && *v != '\0' ? v : NULL;
+}
+
+/* A non-negative int from variable name's value text. */
+static chorus_status_t env_int(const char *text, const char *name, int *value_p)
+{
     char *end;
     long v;
 
-    if (text[0] == '\0') {
-        text = getenv(torch_name);
-        name = torch_name;
-    }
-    if (text == NULL || *text == '\0') {
-        chorus_error("neither %s nor %s is set: cannot create a communicator from the "
-                     "environment", chorus_name, torch_name);
-        return CHORUS_ERR_INVALID_ARG;
-    }
     errno = 0;
     v = strtol(text, &end, 10);
     if (errno != 0 || end == text || *end != '\0' || v < 0 || v > INT_MAX) {
@@ -94,17 +111,67 @@ static chorus_status_t env_int(const char *text, const char *chorus_name, const 
     return CHORUS_OK;
 }
 
+/* Rank and size from the first launcher whose rank variable is set; *i_p: which. */
+static chorus_status_t launch_rank_size(const chorus__launch_config_t *launch, int *rank_p,
+                                        int *size_p, size_t *i_p)
+{
+    const size_t n = sizeof(launch_vars) / sizeof(launch_vars[0]);
+
+    for (size_t i = 0; i < n; i++) {
+        const char *rank = launch_value(launch, launch_vars[i].rank);
+        const char *size = launch_value(launch, launch_vars[i].size);
+
+        if (rank == NULL)
+            continue;
+        if (size == NULL) {
+            chorus_error("%s is set but %s is not: cannot create a communicator from the "
+                         "environment", launch_vars[i].rank, launch_vars[i].size);
+            return CHORUS_ERR_INVALID_ARG;
+        }
+        *i_p = i;
+        if (env_int(rank, launch_vars[i].rank, rank_p) != CHORUS_OK ||
+            env_int(size, launch_vars[i].size, size_p) != CHORUS_OK)
+            return CHORUS_ERR_INVALID_ARG;
+        return CHORUS_OK;
+    }
+    chorus_error("no rank in the environment: set CHORUS_RANK and CHORUS_SIZE (chorus-run "
+                 "does), or start the program under torchrun, mpirun or srun");
+    return CHORUS_ERR_INVALID_ARG;
+}
+
+/* A PMIx server launched this process (Open MPI's mpirun, srun --mpi=pmix). */
+static int launch_pmix_present(void)
+{
+    const char *ns = getenv("PMIX_NAMESPACE"), *rank = getenv("PMIX_RANK");
+
+    return ns != NULL && *ns != '\0' && rank != NULL && *rank != '\0';
+}
+
 chorus_status_t chorus_comm_create_from_env(chorus_comm_t *comm_p)
 {
     chorus__launch_config_t launch;
     char addr[CHORUS_CONFIG_STR_MAX + 16];
+    size_t from = 0;
     int rank, size;
 
     chorus__log_init();
     if (chorus__config_read(&chorus__launch_config_table, &launch) != CHORUS_OK)
         return CHORUS_ERR_INVALID_ARG;
-    if (env_int(launch.rank.s, "CHORUS_RANK", "RANK", &rank) != CHORUS_OK ||
-        env_int(launch.size.s, "CHORUS_SIZE", "WORLD_SIZE", &size) != CHORUS_OK)
+    /* Under a PMIx server, unless chorus's or torchrun's variables say otherwise. */
+    if (launch_pmix_present() && launch_value(&launch, "CHORUS_RANK") == NULL &&
+        launch_value(&launch, "RANK") == NULL) {
+#ifdef HAVE_PMIX
+        chorus__core_config_t cfg;
+
+        if (chorus__config_read(&chorus__core_config_table, &cfg) != CHORUS_OK)
+            return CHORUS_ERR_INVALID_ARG;
+        return chorus__launch_pmix(cfg.timeout_s, comm_p);
+#else
+        chorus_debug("a PMIx server launched this process, but chorus was built without "
+                     "PMIx: reading the launcher's rank variables instead");
+#endif
+    }
+    if (launch_rank_size(&launch, &rank, &size, &from) != CHORUS_OK)
         return CHORUS_ERR_INVALID_ARG;
     if (launch.addr.s[0] != '\0') {
         snprintf(addr, sizeof(addr), "%s", launch.addr.s);
@@ -112,7 +179,10 @@ chorus_status_t chorus_comm_create_from_env(chorus_comm_t *comm_p)
         const char *host = getenv("MASTER_ADDR"), *port = getenv("MASTER_PORT");
         if (host == NULL || *host == '\0' || port == NULL || *port == '\0') {
             chorus_error("neither CHORUS_ADDR nor MASTER_ADDR and MASTER_PORT are set: no "
-                         "rendezvous address");
+                         "rendezvous address%s%s%s", from >= 2 ? " (ranks from " : "",
+                         from >= 2 ? launch_vars[from].launcher : "",
+                         from >= 2 ? ", which does not give one: set CHORUS_ADDR to a "
+                                     "host:port where rank 0 can listen)" : "");
             return CHORUS_ERR_INVALID_ARG;
         }
         snprintf(addr, sizeof(addr), strchr(host, ':') ? "[%s]:%s" : "%s:%s", host, port);

@@ -17,4 +17,12 @@ typedef struct {
 
 chorus_status_t chorus__comm_create(const comm_create_params_t *params, chorus_comm_t *comm_p);
 
+#ifdef HAVE_PMIX
+/*
+ * Under a PMIx server (launch_pmix.c): rank and size from it, and rank 0's
+ * unique id through its key-value store; waits at most timeout_s there.
+ */
+chorus_status_t chorus__launch_pmix(double timeout_s, chorus_comm_t *comm_p);
+#endif
+
 #endif
