@@ -750,21 +750,12 @@ chorus_status_t chorus_request_test(chorus_request_t req, int *done_p)
 
 chorus_status_t chorus_request_free(chorus_request_t req)
 {
-    chorus__ctx_t *ctx;
     chorus_status_t status;
-    int free_now;
 
     if (req == NULL)
         return CHORUS_OK;
-    ctx = req->comm->ctx;
     status = chorus_request_wait(req);
-    pthread_mutex_lock(&ctx->lock);
-    free_now = req->done;
-    if (!free_now)
-        req->orphaned = 1;
-    pthread_mutex_unlock(&ctx->lock);
-    if (free_now)
-        free(req);
+    request_release(req);
     return status;
 }
 
