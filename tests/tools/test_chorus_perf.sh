@@ -159,6 +159,9 @@ fi
 "$PERF" --help > "$TMP/help"
 check "--help names the variables it runs under" \
     sh -c "grep -q 'RANK, WORLD_SIZE, MASTER_ADDR' '$TMP/help' && grep -q CHORUS_RANK '$TMP/help'"
+check "--help names mpirun, mpiexec and srun, and PMIx" \
+    sh -c "grep -q mpirun '$TMP/help' && grep -q mpiexec '$TMP/help' &&
+           grep -q srun '$TMP/help' && grep -q PMIx '$TMP/help'"
 check "--help claims no launcher it does not support" \
     sh -c "! grep -q 'e.g. chorus-run or mpirun' '$TMP/help'"
 

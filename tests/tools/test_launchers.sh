@@ -1,8 +1,10 @@
 #!/bin/sh
 # chorus_comm_create_from_env under launchers other than chorus-run: Open MPI's mpirun
 # through PMIx (when the library is built with it), MPICH's mpiexec through its PMI rank
-# variables and CHORUS_ADDR, and the errors that name what a launcher left out. A launcher
-# that is not installed is skipped with a message.
+# variables and CHORUS_ADDR, srun on a one-node Slurm that this script starts and stops
+# itself (as root), through PMIx and through its rank variables, and the errors that name
+# what a launcher left out. A launcher that is not installed or cannot start is skipped with
+# a message.
 #
 # Environment: HELLO (the example), CHORUS_PERF, CHORUS_PC_DIR (the build's config.h).
 set -u
@@ -55,6 +57,106 @@ else
     check "hello under MPICH's mpiexec -np 3 with CHORUS_ADDR exits 0 (got $rc)" [ "$rc" -eq 0 ]
     check "hello under mpiexec: three ranks say ok" [ "$(grep -c ': ok' "$TMP/pmi")" -eq 3 ]
     [ "$rc" -eq 0 ] || cat "$TMP/pmi"
+fi
+
+# A one-node Slurm of our own: its configuration, state, logs and ports in $TMP.
+SLURM_PIDS=""
+slurm_stop() {
+    [ -n "$SLURM_PIDS" ] || return 0
+    # Our jobs first (SLURM_CONF names our cluster), so that their step daemons end too.
+    scancel --quiet --full --partition=test 2>/dev/null
+    for _ in $(seq 1 20); do
+        [ -z "$(squeue -h 2>/dev/null)" ] && break
+        sleep 0.5
+    done
+    kill $SLURM_PIDS 2>/dev/null
+    for p in $SLURM_PIDS; do
+        for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 "$p" 2>/dev/null || break; sleep 0.5; done
+        kill -9 "$p" 2>/dev/null
+    done
+    SLURM_PIDS=""
+    # The step daemons of our jobs leave a moment after them.
+    for _ in $(seq 1 20); do
+        [ -z "$(slurm_new_stepds)" ] && return 0
+        sleep 0.5
+    done
+    kill -9 $(slurm_new_stepds) 2>/dev/null
+}
+# Step daemons that were not there before our Slurm started.
+slurm_new_stepds() {
+    for p in $(pgrep -x slurmstepd); do
+        case " $SLURM_STEPDS_BEFORE " in *" $p "*) ;; *) echo "$p" ;; esac
+    done
+}
+trap 'slurm_stop; rm -rf "$TMP"' EXIT
+# 0 when the daemons run and the node takes jobs; else says why.
+slurm_start() {
+    node=$(hostname -s)
+    SLURM_STEPDS_BEFORE=$(pgrep -x slurmstepd | tr '\n' ' ')
+    mkdir -p "$TMP/slurm/state" "$TMP/slurm/spool" || return 1
+    SLURM_CONF=$TMP/slurm/slurm.conf
+    export SLURM_CONF
+    cat > "$SLURM_CONF" <<CONF
+ClusterName=chorustest
+SlurmctldHost=$node(127.0.0.1)
+SlurmctldPort=$(free_port)
+SlurmdPort=$(free_port)
+AuthType=auth/none
+CredType=cred/none
+MpiDefault=none
+ProctrackType=proctrack/pgid
+TaskPlugin=task/none
+SwitchType=switch/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+SlurmUser=root
+SlurmdUser=root
+StateSaveLocation=$TMP/slurm/state
+SlurmdSpoolDir=$TMP/slurm/spool
+SlurmctldPidFile=$TMP/slurm/slurmctld.pid
+SlurmdPidFile=$TMP/slurm/slurmd.pid
+SlurmctldLogFile=$TMP/slurm/slurmctld.log
+SlurmdLogFile=$TMP/slurm/slurmd.log
+ReturnToService=2
+JobCompType=jobcomp/none
+AccountingStorageType=accounting_storage/none
+NodeName=$node NodeAddr=127.0.0.1 CPUs=$(nproc) State=UNKNOWN
+PartitionName=test Nodes=$node Default=YES MaxTime=5 State=UP OverSubscribe=FORCE
+CONF
+    slurmctld -D -i -f "$SLURM_CONF" > "$TMP/slurm/ctld.out" 2>&1 &
+    SLURM_PIDS="$!"
+    slurmd -D -N "$node" -f "$SLURM_CONF" > "$TMP/slurm/d.out" 2>&1 &
+    SLURM_PIDS="$SLURM_PIDS $!"
+    for _ in $(seq 1 40); do
+        [ "$(sinfo -h -o %t 2>/dev/null)" = idle ] && return 0
+        sleep 0.5
+    done
+    echo "SKIP: the one-node Slurm did not come up in 20 s:"
+    tail -n 3 "$TMP/slurm/slurmctld.log" "$TMP/slurm/slurmd.log" 2>/dev/null
+    return 1
+}
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "SKIP: not root: no Slurm of our own to test srun on"
+elif ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null ||
+     ! command -v srun >/dev/null; then
+    echo "SKIP: slurmctld, slurmd or srun is not installed: srun not tested"
+elif slurm_start; then
+    if grep -q '^#define HAVE_PMIX 1' "$CHORUS_PC_DIR/config.h" 2>/dev/null; then
+        bare timeout -k 5 120 srun -n 3 --overcommit --mpi=pmix "$HELLO" > "$TMP/srun_pmix" 2>&1
+        rc=$?
+        check "hello under srun -n 3 --mpi=pmix exits 0 (got $rc)" [ "$rc" -eq 0 ]
+        check "hello under srun --mpi=pmix: three ranks say ok" \
+            [ "$(grep -c ': ok' "$TMP/srun_pmix")" -eq 3 ]
+        [ "$rc" -eq 0 ] || cat "$TMP/srun_pmix"
+    fi
+    bare timeout -k 5 120 srun -n 3 --overcommit --mpi=none env CHORUS_ADDR="127.0.0.1:$(free_port)" \
+        CHORUS_SECRET="test-launchers-$$-srun" "$HELLO" > "$TMP/srun" 2>&1
+    rc=$?
+    check "hello under srun -n 3 with CHORUS_ADDR exits 0 (got $rc)" [ "$rc" -eq 0 ]
+    check "hello under srun: three ranks say ok" [ "$(grep -c ': ok' "$TMP/srun")" -eq 3 ]
+    [ "$rc" -eq 0 ] || cat "$TMP/srun"
+    slurm_stop
 fi
 
 # What a launcher leaves out is named, at once.
