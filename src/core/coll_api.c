@@ -162,11 +162,6 @@ static chorus_status_t check_buffers(const coll_args_t *a, size_t send_elems,
     return CHORUS_OK;
 }
 
-/*
- * Both checks; *shape_ok_p (may be NULL) tells whether the shape passed, and
- * *bytes_p (may be NULL) receives the byte sizes of the call's send and
- * receive buffers here.
- */
 void chorus__call_elems(const coll_args_t *a, size_t n, size_t elems[2])
 {
     elems[0] = elems[1] = a->count;
@@ -188,9 +183,10 @@ void chorus__call_elems(const coll_args_t *a, size_t n, size_t elems[2])
     }
 }
 
+/* Both checks; *shape_ok_p (may be NULL) tells whether the shape passed. */
 static chorus_status_t check_call(chorus_comm_t comm, coll_args_t *a,
                                   const chorus_opts_t *opts, char *why, size_t why_len,
-                                  int *shape_ok_p, size_t bytes_p[2])
+                                  int *shape_ok_p)
 {
     size_t esize = chorus_dtype_size(a->dtype), n = comm ? (size_t)comm->size : 1;
     size_t elems[2], send_elems, recv_elems;
@@ -223,10 +219,6 @@ static chorus_status_t check_call(chorus_comm_t comm, coll_args_t *a,
         *shape_ok_p = status == CHORUS_OK;
     if (status != CHORUS_OK)
         return status;
-    if (bytes_p != NULL) {
-        bytes_p[0] = send_elems * esize;
-        bytes_p[1] = recv_elems * esize;
-    }
     return check_buffers(a, send_elems, recv_elems, send_here, recv_here, in_place, why,
                          why_len);
 }
@@ -234,7 +226,7 @@ static chorus_status_t check_call(chorus_comm_t comm, coll_args_t *a,
 chorus_status_t chorus__check_call(chorus_comm_t comm, coll_args_t *a,
                                    const chorus_opts_t *opts, char *why, size_t why_len)
 {
-    return check_call(comm, a, opts, why, why_len, NULL, NULL);
+    return check_call(comm, a, opts, why, why_len, NULL);
 }
 
 /*
@@ -253,10 +245,9 @@ static chorus_status_t coll_start(const char *fn, chorus_comm_t comm, coll_args_
     chorus_request_t req = NULL;
     chorus_status_t status;
     char why[CHORUS__REFUSAL_WHY_MAX];
-    size_t bytes[2] = {0, 0};
     int shape_ok = 0;
 
-    status = check_call(comm, a, opts, why, sizeof(why), &shape_ok, bytes);
+    status = check_call(comm, a, opts, why, sizeof(why), &shape_ok);
     if (status == CHORUS_OK && req_p == NULL) {
         snprintf(why, sizeof(why), "invalid argument req_p=NULL");
         status = CHORUS_ERR_INVALID_ARG;
@@ -264,7 +255,6 @@ static chorus_status_t coll_start(const char *fn, chorus_comm_t comm, coll_args_
     if (status != CHORUS_OK) {
         chorus__join_t join = {.shape_ok = shape_ok,
                                .wire = shape_ok ? chorus__opts_wire(opts) : CHORUS_DTYPE_COUNT,
-                               .send_bytes = bytes[0], .recv_bytes = bytes[1],
                                .blocking = blocking};
 
         chorus_error("%s: %s", fn, why);

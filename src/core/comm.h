@@ -163,8 +163,6 @@ uint32_t chorus__opts_flags(const chorus_opts_t *opts);
 typedef struct {
     int shape_ok;               /* only its buffers or req_p were refused: the rest is valid */
     chorus_dtype_t wire;        /* shape_ok: its compression (chorus__opts_wire) */
-    size_t send_bytes;          /* shape_ok: the sizes of its buffers here */
-    size_t recv_bytes;
     int blocking;               /* return once it is over; else as soon as it may */
 } chorus__join_t;
 

@@ -90,7 +90,6 @@ typedef struct {
     unsigned char byte_out, *bytes_in;
     refusal_shape_t *shapes;    /* learning: each other rank's reply */
     chorus_status_t post_status;    /* a notice or transfer that could not be posted */
-    void *scratch[2];           /* joining: the buffers the call runs on here, freed with the task */
 } refusal_task_t;
 
 chorus_status_t chorus__refusal_create(chorus_comm_t comm)
@@ -282,8 +281,6 @@ static void refusal_finalize(chorus__task_t *task)
     free(t->reqs);
     free(t->bytes_in);
     free(t->shapes);
-    free(t->scratch[0]);
-    free(t->scratch[1]);
     free(t);
 }
 
@@ -296,26 +293,17 @@ static const chorus__task_ops_t refusal_ops = {
 
 chorus_status_t chorus__refusal_task_create(chorus_comm_t comm, const coll_args_t *args,
                                             uint64_t seq, const char *why,
-                                            chorus__refused_t kind, void *scratch[2],
+                                            chorus__refused_t kind,
                                             chorus__task_t **task_p)
 {
     refusal_task_t *t = calloc(1, sizeof(*t));
     size_t peers = (size_t)comm->size - 1;
 
-    if (t == NULL) {
-        if (scratch != NULL) {
-            free(scratch[0]);
-            free(scratch[1]);
-        }
+    if (t == NULL)
         return CHORUS_ERR_NO_MEMORY;
-    }
     chorus__task_init(&t->head, &refusal_ops, 0);
     t->comm = comm;
     t->kind = kind;
-    if (scratch != NULL) {
-        t->scratch[0] = scratch[0];
-        t->scratch[1] = scratch[1];
-    }
     t->nreqs = 2 * (int)peers;
     t->reqs = calloc(2 * peers + 1, sizeof(*t->reqs));
     t->bytes_in = calloc(peers + 1, 1);

@@ -71,13 +71,11 @@ typedef enum {
  * the notices. Stopping: over with CHORUS_ERR_INVALID_ARG once every other
  * rank stopped the call too (or the context fails first). Joining and
  * learning: over with CHORUS_OK once every other rank replied, so that the
- * call's own task may follow it. scratch (joining, else NULL): the buffers
- * the call runs on here, which the task takes over (in every case) and frees.
+ * call's own task may follow it.
  */
 chorus_status_t chorus__refusal_task_create(chorus_comm_t comm, const coll_args_t *args,
                                             uint64_t seq, const char *why,
-                                            chorus__refused_t kind, void *scratch[2],
-                                            chorus__task_t **task_p);
+                                            chorus__refused_t kind, chorus__task_t **task_p);
 
 /*
  * What a learning task (over) heard: 1 with coll, count, dtype, op and root

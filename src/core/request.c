@@ -399,23 +399,25 @@ static void request_release(chorus_request_t req)
 }
 
 /*
- * A learning refusal's second step: the call as the other ranks made it
- * (what the first step, notice, heard), built once posted, on scratch
- * buffers, and run like the peers' own. Building it takes the call's turns
- * on the node team: the refusing thread holds the post lock until then
- * (comm->learning).
+ * A refused call run here all the same, on scratch buffers of its size: as
+ * this rank made it (joining: built when created, under the post lock, like
+ * any call) or as the other ranks made it (learning: built once posted, from
+ * what the first step, notice, heard; the refusing thread holds the post
+ * lock until then, comm->learning). Building takes the call's turns on the
+ * node team.
  */
 typedef struct {
     chorus__task_t head;
     chorus_comm_t comm;
     uint64_t seq;
-    chorus__task_t *notice;
-    chorus__task_t *sub;
+    chorus__task_t *notice;     /* learning: the notice that hears the shape; NULL: joining */
+    chorus__task_t *sub;        /* the call, once built */
+    const char *via;            /* who serves it, for the trace (set only while tracing) */
     void *scratch[2];
-} learned_task_t;
+} scratch_call_t;
 
 /* The call's turns are taken (or never will be): the refusing thread may post again. */
-static void learned_release_turn(learned_task_t *t)
+static void scratch_release_turn(scratch_call_t *t)
 {
     chorus__ctx_t *ctx = t->comm->ctx;
     uint64_t seq = t->seq;
@@ -427,25 +429,26 @@ static void learned_release_turn(learned_task_t *t)
     pthread_mutex_unlock(&ctx->lock);
 }
 
-static chorus_status_t learned_build(learned_task_t *t)
+/* t->sub: shape's call (compressed to wire, unless CHORUS_DTYPE_COUNT) on scratch buffers. */
+static chorus_status_t scratch_build(scratch_call_t *t, const coll_args_t *shape,
+                                     chorus_dtype_t wire)
 {
     chorus_comm_t comm = t->comm;
-    coll_args_t run = {.rank = comm->rank, .size = comm->size,
-                       .chunk_bytes = comm->ctx->cfg.chunk_bytes, .mem = COLL_MEM_HOST};
-    chorus_dtype_t wire = CHORUS_DTYPE_COUNT;
-    const coll_alg_t *alg = NULL;
-    const char *via = NULL;
-    size_t elems[2], esize;
+    coll_args_t run = *shape;
+    const coll_alg_t *alg;
+    size_t elems[2], esize = chorus_dtype_size(shape->dtype);
 
-    if (!chorus__refusal_learned(t->notice, &run, &wire))
-        return CHORUS_ERR_INVALID_ARG;  /* every rank refused its shape: no data moves */
-    esize = chorus_dtype_size(run.dtype);
+    run.rank = comm->rank;
+    run.size = comm->size;
+    run.chunk_bytes = comm->ctx->cfg.chunk_bytes;
+    run.mem = COLL_MEM_HOST;
     chorus__call_elems(&run, (size_t)comm->size, elems);
+    /* calloc: pages that the call only reads cost nothing. */
     if (run.count > SIZE_MAX / esize / (size_t)comm->size ||
         (t->scratch[0] = calloc(1, elems[0] * esize + 1)) == NULL ||
         (t->scratch[1] = calloc(1, elems[1] * esize + 1)) == NULL) {
-        chorus_error("rank %d: no memory to run refused call #%llu (%zu x %s) as its peers "
-                     "do", comm->rank, (unsigned long long)t->seq, run.count,
+        chorus_error("rank %d: no memory to run refused call #%llu (%zu x %s) on scratch "
+                     "buffers", comm->rank, (unsigned long long)t->seq, run.count,
                      chorus_dtype_name(run.dtype));
         return CHORUS_ERR_NO_MEMORY;
     }
@@ -457,21 +460,28 @@ static chorus_status_t learned_build(learned_task_t *t)
                                     &t->sub);
     if ((alg = call_select(comm, &run)) == NULL)
         return CHORUS_ERR_UNSUPPORTED;
-    return call_task(comm, &run, alg, t->seq, 0, &t->sub, &via);
+    return call_task(comm, &run, alg, t->seq, 0, &t->sub, &t->via);
 }
 
-static chorus_status_t learned_post(chorus__task_t *task)
+static chorus_status_t scratch_post(chorus__task_t *task)
 {
-    learned_task_t *t = (learned_task_t *)task;
-    chorus_status_t status = learned_build(t);
+    scratch_call_t *t = (scratch_call_t *)task;
+    coll_args_t shape = {0};
+    chorus_dtype_t wire = CHORUS_DTYPE_COUNT;
+    chorus_status_t status = CHORUS_OK;
 
-    learned_release_turn(t);
+    if (t->notice != NULL) {
+        status = chorus__refusal_learned(t->notice, &shape, &wire)
+                     ? scratch_build(t, &shape, wire)
+                     : CHORUS_ERR_INVALID_ARG;  /* every rank refused its shape: no data moves */
+        scratch_release_turn(t);
+    }
     return status == CHORUS_OK ? chorus__task_post(t->sub) : status;
 }
 
-static int learned_progress(chorus__task_t *task)
+static int scratch_progress(chorus__task_t *task)
 {
-    learned_task_t *t = (learned_task_t *)task;
+    scratch_call_t *t = (scratch_call_t *)task;
     int rc = chorus__task_progress(t->sub);
 
     task->failed_peer = t->sub->failed_peer;
@@ -480,119 +490,137 @@ static int learned_progress(chorus__task_t *task)
     return rc;
 }
 
-static int learned_wait(chorus__task_t *task, unsigned max_us)
+static int scratch_wait(chorus__task_t *task, unsigned max_us)
 {
-    learned_task_t *t = (learned_task_t *)task;
+    scratch_call_t *t = (scratch_call_t *)task;
 
     return t->sub != NULL ? chorus__task_wait(t->sub, max_us) : 0;
 }
 
-static void learned_skip(chorus__task_t *task, chorus_status_t status)
+static void scratch_skip(chorus__task_t *task, chorus_status_t status)
 {
-    (void)status;
-    learned_release_turn((learned_task_t *)task);  /* built nothing: no turn to keep */
+    scratch_call_t *t = (scratch_call_t *)task;
+
+    if (t->sub != NULL)
+        chorus__task_skip(t->sub, status);  /* joining: built, so its turns are kept */
+    scratch_release_turn(t);                /* learning: built nothing, no turn to keep */
 }
 
-static void learned_fail(chorus__task_t *task, chorus_status_t status)
+static void scratch_fail(chorus__task_t *task, chorus_status_t status)
 {
-    learned_task_t *t = (learned_task_t *)task;
+    scratch_call_t *t = (scratch_call_t *)task;
 
     if (t->sub != NULL)
         chorus__task_fail(t->sub, status);
 }
 
-static void learned_finalize(chorus__task_t *task)
+static void scratch_finalize(chorus__task_t *task)
 {
-    learned_task_t *t = (learned_task_t *)task;
+    scratch_call_t *t = (scratch_call_t *)task;
 
-    learned_release_turn(t);
+    scratch_release_turn(t);
     chorus__task_finalize(t->sub);
     free(t->scratch[0]);
     free(t->scratch[1]);
     free(t);
 }
 
-static const char *learned_served_by(const chorus__task_t *task)
+static const char *scratch_served_by(const chorus__task_t *task)
 {
-    const learned_task_t *t = (const learned_task_t *)task;
+    const scratch_call_t *t = (const scratch_call_t *)task;
 
     return t->sub != NULL ? chorus__task_served_by(t->sub) : NULL;
 }
 
-static const chorus__task_ops_t learned_ops = {
-    .name = "refused call, as its peers made it",
-    .post = learned_post,
-    .progress = learned_progress,
-    .wait = learned_wait,
-    .skip = learned_skip,
-    .fail = learned_fail,
-    .finalize = learned_finalize,
-    .served_by = learned_served_by,
+static const chorus__task_ops_t scratch_ops = {
+    .name = "refused call, on scratch buffers",
+    .post = scratch_post,
+    .progress = scratch_progress,
+    .wait = scratch_wait,
+    .skip = scratch_skip,
+    .fail = scratch_fail,
+    .finalize = scratch_finalize,
+    .served_by = scratch_served_by,
 };
 
 /*
- * The request of refused call seq: stopping (the notice alone), joining
- * (the notice, the call on scratch buffers as selected here, then
- * CHORUS_ERR_INVALID_ARG), or learning (the notice, the call as its peers
- * made it, then CHORUS_ERR_INVALID_ARG). Under the post lock; alg: the
- * selection's for a joining call; scratch: its buffers (taken over).
+ * Call seq on scratch buffers: built now from shape and wire (joining), or
+ * when posted from what notice heard (learning, shape NULL).
+ */
+static chorus_status_t scratch_call_create(chorus_comm_t comm, uint64_t seq,
+                                           chorus__task_t *notice, const coll_args_t *shape,
+                                           chorus_dtype_t wire, scratch_call_t **t_p)
+{
+    scratch_call_t *t = calloc(1, sizeof(*t));
+    chorus_status_t status = CHORUS_OK;
+
+    if (t == NULL)
+        return CHORUS_ERR_NO_MEMORY;
+    chorus__task_init(&t->head, &scratch_ops, 0);
+    t->comm = comm;
+    t->seq = seq;
+    t->notice = notice;
+    if (shape != NULL && (status = scratch_build(t, shape, wire)) != CHORUS_OK) {
+        scratch_finalize(&t->head);
+        return status;
+    }
+    *t_p = t;
+    return CHORUS_OK;
+}
+
+/*
+ * The request of refused call seq: stopping (the notice alone), joining or
+ * learning (the notice, the call on scratch buffers, then
+ * CHORUS_ERR_INVALID_ARG). Under the post lock. A joining call that cannot
+ * be built here stops instead (*kind_p says which it became).
  */
 static chorus_status_t refused_queue(chorus_comm_t comm, const char *call,
                                      const coll_args_t *args, const char *why,
-                                     chorus__refused_t kind, const chorus__join_t *join,
-                                     const coll_alg_t *alg, void *scratch[2], uint64_t seq,
-                                     chorus_request_t *req_p)
+                                     chorus__refused_t *kind_p, const chorus__join_t *join,
+                                     uint64_t seq, chorus_request_t *req_p)
 {
-    coll_args_t run = *args;
-    chorus__task_t *notice = NULL, *task = NULL, *all = NULL;
-    learned_task_t *learned;
-    const char *via = NULL;
+    chorus__task_t *notice = NULL, *all = NULL;
+    scratch_call_t *run = NULL;
+    const char *via;
     chorus_status_t status;
 
-    status = chorus__refusal_task_create(comm, args, seq, why, kind,
-                                         kind == CHORUS__REFUSED_JOIN ? scratch : NULL,
-                                         &notice);
-    if (status == CHORUS_OK && kind == CHORUS__REFUSED_STOP &&
-        (status = request_queue(comm, call, args, "refused", NULL, notice, seq, 0, req_p)) !=
-            CHORUS_OK)
-        chorus__task_finalize(notice);
-    if (status != CHORUS_OK || kind == CHORUS__REFUSED_STOP)
-        return status;
-    if ((status = chorus__composite_create(&all)) != CHORUS_OK) {
-        chorus__task_finalize(notice);
-        return status;
+    if (*kind_p == CHORUS__REFUSED_JOIN &&
+        scratch_call_create(comm, seq, NULL, args, join->wire, &run) != CHORUS_OK) {
+        chorus_warn("rank %d: refused %s #%llu cannot run on scratch buffers; its peers fail",
+                    comm->rank, call, (unsigned long long)seq);
+        *kind_p = CHORUS__REFUSED_STOP;
     }
-    if ((status = chorus__composite_add_task(all, notice)) != CHORUS_OK) {
-        chorus__task_finalize(all);
-        return status;
+    status = chorus__refusal_task_create(comm, args, seq, why, *kind_p, &notice);
+    if (status == CHORUS_OK && *kind_p == CHORUS__REFUSED_LEARN)
+        status = scratch_call_create(comm, seq, notice, NULL, CHORUS_DTYPE_COUNT, &run);
+    if (status != CHORUS_OK)
+        goto fail;
+    if (*kind_p == CHORUS__REFUSED_STOP) {
+        if ((status = request_queue(comm, call, args, "refused", NULL, notice, seq, 0,
+                                    req_p)) != CHORUS_OK)
+            goto fail;
+        return CHORUS_OK;
     }
-    if (kind == CHORUS__REFUSED_LEARN) {
-        if ((learned = calloc(1, sizeof(*learned))) == NULL) {
-            status = CHORUS_ERR_NO_MEMORY;
-        } else {
-            chorus__task_init(&learned->head, &learned_ops, 0);
-            learned->comm = comm;
-            learned->seq = seq;
-            learned->notice = notice;
-            task = &learned->head;
-        }
-    } else {
-        run.sendbuf = scratch[0];
-        run.recvbuf = scratch[1];
-        status = join->wire != CHORUS_DTYPE_COUNT
-                     ? coll_compressed_task(&run, join->wire, &comm->env, &comm->port.port,
-                                            chorus__tag_base(seq), &comm->ctx->scratch_pool,
-                                            NULL, &task)
-                     : call_task(comm, &run, alg, seq, 0, &task, &via);
+    if ((status = chorus__composite_create(&all)) != CHORUS_OK)
+        goto fail;
+    via = run->via;
+    status = chorus__composite_add_task(all, notice);
+    notice = NULL;      /* the composite's now, or finalized by it */
+    if (status == CHORUS_OK) {
+        status = chorus__composite_add_task(all, &run->head);
+        run = NULL;
     }
-    if (status == CHORUS_OK)
-        status = chorus__composite_add_task(all, task);
     if (status == CHORUS_OK)
         status = chorus__composite_add_fn(all, refused_end, NULL);
-    if (status == CHORUS_OK)
-        status = request_queue(comm, call, args, "refused", via, all, seq, 0, req_p);
-    if (status != CHORUS_OK)
-        chorus__task_finalize(all);
+    if (status == CHORUS_OK &&
+        (status = request_queue(comm, call, args, "refused", via, all, seq, 0, req_p)) ==
+            CHORUS_OK)
+        return CHORUS_OK;
+fail:
+    chorus__task_finalize(all);
+    chorus__task_finalize(notice);
+    if (run != NULL)
+        scratch_finalize(&run->head);
     return status;
 }
 
@@ -617,39 +645,21 @@ chorus_status_t chorus__call_refused(chorus_comm_t comm, const char *call,
 {
     chorus__ctx_t *ctx = comm->ctx;
     chorus_request_t req = NULL;
-    const coll_alg_t *alg = NULL;
     chorus_status_t status = chorus__ctx_error(ctx);
     chorus__refused_t kind = join == NULL ? CHORUS__REFUSED_STOP
                              : join->shape_ok ? CHORUS__REFUSED_JOIN
                              : comm->size > 1 ? CHORUS__REFUSED_LEARN
                                               : CHORUS__REFUSED_STOP;  /* no one to learn from */
-    void *scratch[2] = {NULL, NULL};
     int blocking = join == NULL || join->blocking;
     uint64_t seq;
 
     if (status != CHORUS_OK)
         return status;      /* after a fault no call pairs with another: nothing to keep */
-    if (kind == CHORUS__REFUSED_JOIN) {
-        /* calloc: pages that the call only reads cost nothing. */
-        scratch[0] = calloc(1, join->send_bytes > 0 ? join->send_bytes : 1);
-        scratch[1] = calloc(1, join->recv_bytes > 0 ? join->recv_bytes : 1);
-        if (join->wire == CHORUS_DTYPE_COUNT)
-            alg = call_select(comm, args);
-        if (scratch[0] == NULL || scratch[1] == NULL ||
-            (join->wire == CHORUS_DTYPE_COUNT && alg == NULL)) {
-            chorus_warn("rank %d: refused %s cannot run on scratch buffers (%zu + %zu "
-                        "bytes); its peers fail", comm->rank, call, join->send_bytes,
-                        join->recv_bytes);
-            free(scratch[0]);
-            free(scratch[1]);
-            kind = CHORUS__REFUSED_STOP;
-        }
-    }
     pthread_mutex_lock(&comm->post_lock);
     seq = atomic_load(&comm->next_seq);
     if (kind == CHORUS__REFUSED_LEARN)
         atomic_store(&comm->learning, seq);
-    status = refused_queue(comm, call, args, why, kind, join, alg, scratch, seq, &req);
+    status = refused_queue(comm, call, args, why, &kind, join, seq, &req);
     if (status == CHORUS_OK) {
         (void)chorus__refusal_advance(comm, seq, kind,
                                       kind == CHORUS__REFUSED_JOIN ? args : NULL,
@@ -664,8 +674,9 @@ chorus_status_t chorus__call_refused(chorus_comm_t comm, const char *call,
     pthread_mutex_unlock(&comm->post_lock);
     if (status != CHORUS_OK) {
         /* Its peers would wait for a call that never comes: fail them now rather than later. */
-        chorus_error("rank %d: no memory to number refused %s #%llu; the communicator fails",
-                     comm->rank, call, (unsigned long long)seq);
+        chorus_error("rank %d: refused %s #%llu could not be numbered (%s); the communicator "
+                     "fails", comm->rank, call, (unsigned long long)seq,
+                     chorus_status_string(status));
         chorus__ctx_fail(ctx, status);
         return status;
     }
