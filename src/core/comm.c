@@ -405,11 +405,12 @@ static chorus_status_t comm_split(const char *fn, chorus_comm_t comm, int color,
     if (status == CHORUS_OK && req != NULL)
         status = chorus_request_free(req);
     refuser = status == CHORUS_OK ? split_refuser(comm, all) : -1;
-    if (refuser >= 0 && refuser != comm->rank)
-        chorus_error("rank %d: %s: rank %d refused its arguments (its log says which); the "
-                     "split fails on every rank", comm->rank, fn, refuser);
-    if (refuser >= 0 && status == CHORUS_OK)
+    if (refuser >= 0) {
+        if (refuser != comm->rank)
+            chorus_error("rank %d: %s: rank %d refused its arguments (its log says which); "
+                         "the split fails on every rank", comm->rank, fn, refuser);
         status = CHORUS_ERR_INVALID_ARG;
+    }
     if (status == CHORUS_OK)
         status = split_space(comm, all, (uint32_t)mine.space, &space);
     else if (refused == CHORUS_OK)

@@ -77,12 +77,13 @@ chorus_status_t chorus_comm_create(int rank, int size, const char *addr, const c
  */
 static const struct {
     const char *rank, *size, *launcher;
+    int sets_addr;              /* it sets the rendezvous address too */
 } launch_vars[] = {
-    {"CHORUS_RANK", "CHORUS_SIZE", "chorus-run"},
-    {"RANK", "WORLD_SIZE", "torchrun"},
-    {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "Open MPI's mpirun"},
-    {"PMI_RANK", "PMI_SIZE", "a PMI process manager (MPICH's mpiexec)"},
-    {"SLURM_PROCID", "SLURM_NTASKS", "srun"},
+    {"CHORUS_RANK", "CHORUS_SIZE", "chorus-run", 1},
+    {"RANK", "WORLD_SIZE", "torchrun", 1},
+    {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "Open MPI's mpirun", 0},
+    {"PMI_RANK", "PMI_SIZE", "a PMI process manager (MPICH's mpiexec)", 0},
+    {"SLURM_PROCID", "SLURM_NTASKS", "srun", 0},
 };
 
 /* A variable's value, or NULL when unset or empty; chorus's own come from launch. */
@@ -139,14 +140,6 @@ static chorus_status_t launch_rank_size(const chorus__launch_config_t *launch, i
     return CHORUS_ERR_INVALID_ARG;
 }
 
-/* A PMIx server launched this process (Open MPI's mpirun, srun --mpi=pmix). */
-static int launch_pmix_present(void)
-{
-    const char *ns = getenv("PMIX_NAMESPACE"), *rank = getenv("PMIX_RANK");
-
-    return ns != NULL && *ns != '\0' && rank != NULL && *rank != '\0';
-}
-
 chorus_status_t chorus_comm_create_from_env(chorus_comm_t *comm_p)
 {
     chorus__launch_config_t launch;
@@ -157,9 +150,13 @@ chorus_status_t chorus_comm_create_from_env(chorus_comm_t *comm_p)
     chorus__log_init();
     if (chorus__config_read(&chorus__launch_config_table, &launch) != CHORUS_OK)
         return CHORUS_ERR_INVALID_ARG;
-    /* Under a PMIx server, unless chorus's or torchrun's variables say otherwise. */
-    if (launch_pmix_present() && launch_value(&launch, "CHORUS_RANK") == NULL &&
-        launch_value(&launch, "RANK") == NULL) {
+    /*
+     * Under a PMIx server (Open MPI's mpirun, srun --mpi=pmix), unless chorus's or torchrun's
+     * variables say otherwise.
+     */
+    if (launch_value(&launch, "PMIX_NAMESPACE") != NULL &&
+        launch_value(&launch, "PMIX_RANK") != NULL &&
+        launch_value(&launch, "CHORUS_RANK") == NULL && launch_value(&launch, "RANK") == NULL) {
 #ifdef HAVE_PMIX
         chorus__core_config_t cfg;
 
@@ -178,11 +175,13 @@ chorus_status_t chorus_comm_create_from_env(chorus_comm_t *comm_p)
     } else {
         const char *host = getenv("MASTER_ADDR"), *port = getenv("MASTER_PORT");
         if (host == NULL || *host == '\0' || port == NULL || *port == '\0') {
+            int hint = !launch_vars[from].sets_addr;
+
             chorus_error("neither CHORUS_ADDR nor MASTER_ADDR and MASTER_PORT are set: no "
-                         "rendezvous address%s%s%s", from >= 2 ? " (ranks from " : "",
-                         from >= 2 ? launch_vars[from].launcher : "",
-                         from >= 2 ? ", which does not give one: set CHORUS_ADDR to a "
-                                     "host:port where rank 0 can listen)" : "");
+                         "rendezvous address%s%s%s", hint ? " (ranks from " : "",
+                         hint ? launch_vars[from].launcher : "",
+                         hint ? ", which does not give one: set CHORUS_ADDR to a host:port "
+                                "where rank 0 can listen)" : "");
             return CHORUS_ERR_INVALID_ARG;
         }
         snprintf(addr, sizeof(addr), strchr(host, ':') ? "[%s]:%s" : "%s:%s", host, port);

@@ -377,23 +377,20 @@ int chorus__refusal_learned(const chorus__task_t *task, coll_args_t *shape,
 
 /* ---- numbering ------------------------------------------------------------ */
 
-static void refusal_conflict(chorus_comm_t comm, const refusal_note_t *n)
-{
-    const char *coll = coll_type_name(n->coll);
-
-    chorus_error("rank %d: rank %d refused %s #%llu (%s); this rank's call #%llu cannot "
-                 "complete without it, so the communicator fails", comm->rank, n->rank,
-                 coll != NULL ? coll : "call", (unsigned long long)n->seq, n->why,
-                 (unsigned long long)n->seq);
-    chorus__ctx_fail(comm->ctx, CHORUS_ERR_INVALID_ARG);
-}
-
-static void refusal_log_join(chorus_comm_t comm, const refusal_note_t *n, const char *what)
+/* Log a peer's refusal n and what it means for this rank's call of that number. */
+static void refusal_log(chorus_comm_t comm, const refusal_note_t *n, const char *what)
 {
     const char *coll = coll_type_name(n->coll);
 
     chorus_error("rank %d: rank %d refused %s #%llu (%s); %s", comm->rank, n->rank,
                  coll != NULL ? coll : "call", (unsigned long long)n->seq, n->why, what);
+}
+
+static void refusal_conflict(chorus_comm_t comm, const refusal_note_t *n)
+{
+    refusal_log(comm, n, "this rank's call of that number cannot complete without it, so "
+                         "the communicator fails");
+    chorus__ctx_fail(comm->ctx, CHORUS_ERR_INVALID_ARG);
 }
 
 /* Under rf->lock: remember call seq's shape here (known: args is a valid call's). */
@@ -519,7 +516,7 @@ chorus_status_t chorus__refusal_outcome(chorus_comm_t comm, uint64_t seq,
     pthread_mutex_unlock(&rf->lock);
     if (first == NULL)
         return status;
-    refusal_log_join(comm, first, "this rank's call of that number fails with it");
+    refusal_log(comm, first, "this rank's call of that number fails with it");
     free(first);
     return status == CHORUS_OK ? CHORUS_ERR_INVALID_ARG : status;
 }
@@ -598,7 +595,7 @@ static refusal_reply_t refusal_note_join(chorus_comm_t comm, refusal_note_t *n,
     pthread_mutex_unlock(&rf->lock);
     free(owed);
     if (!keep) {
-        refusal_log_join(comm, n, "this rank's call of that number had returned already");
+        refusal_log(comm, n, "this rank's call of that number had returned already");
         free(n);
     }
     return reply;
