@@ -19,6 +19,7 @@
 #include "core/debug_check.h"
 #include "core/refusal.h"
 #include "core/stall.h"
+#include "core/wait_hook.h"
 #include "util/log.h"
 #include "util/time.h"
 
@@ -48,6 +49,8 @@ static void abs_deadline(struct timespec *ts, double deadline)
  * progress thread itself is stuck.
  */
 #define REQUEST_WAIT_GRACE_S 5.0
+/* How often a wait wakes to run the wait hook, when one is set (wait_hook.h). */
+#define REQUEST_WAIT_HOOK_SLICE_S 200e-6
 
 /* The selection table's algorithm for args (logged and NULL when there is none). */
 static const coll_alg_t *call_select(chorus_comm_t comm, const coll_args_t *args)
@@ -230,6 +233,7 @@ static chorus_status_t call_inline(chorus_comm_t comm, const coll_args_t *args,
             return chorus_request_free(req);
         }
         chorus__task_wait(task, CALL_INLINE_SLEEP_US);
+        chorus__wait_hook_run();
     }
     status = chorus__refusal_outcome(comm, seq, status, 1);
     chorus__task_finalize(task);
@@ -718,6 +722,7 @@ chorus_status_t chorus_request_wait(chorus_request_t req)
 {
     chorus__ctx_t *ctx;
     struct timespec ts;
+    double deadline;
     chorus_status_t status;
     int done;
 
@@ -726,11 +731,27 @@ chorus_status_t chorus_request_wait(chorus_request_t req)
         return CHORUS_ERR_INVALID_ARG;
     }
     ctx = req->comm->ctx;
-    abs_deadline(&ts, req->deadline + REQUEST_WAIT_GRACE_S);
+    deadline = req->deadline + REQUEST_WAIT_GRACE_S;
+    abs_deadline(&ts, deadline);
     pthread_mutex_lock(&ctx->lock);
     while (!req->done) {
-        if (pthread_cond_timedwait(&ctx->cond, &ctx->lock, &ts) == ETIMEDOUT)
+        struct timespec slice;
+        int hook = chorus__wait_hook_on();
+
+        /* With a wait hook, wake now and then to run it (without the lock). */
+        if (hook) {
+            double next = chorus__now() + REQUEST_WAIT_HOOK_SLICE_S;
+
+            abs_deadline(&slice, next < deadline ? next : deadline);
+        }
+        if (pthread_cond_timedwait(&ctx->cond, &ctx->lock, hook ? &slice : &ts) == ETIMEDOUT &&
+            (!hook || chorus__now() >= deadline))
             break;
+        if (hook && !req->done) {
+            pthread_mutex_unlock(&ctx->lock);
+            chorus__wait_hook_run();
+            pthread_mutex_lock(&ctx->lock);
+        }
     }
     done = req->done;
     status = done ? req->status : CHORUS_ERR_TIMEOUT;

@@ -1,0 +1,23 @@
+/*
+ * The wait hook: a function that a thread waiting in chorus for its own call
+ * (a blocking collective, chorus_request_wait) runs now and then. The MPI
+ * interposer keeps the MPI library progressing with it, as MPI's own
+ * collectives do while they wait, so that a peer that must first receive this
+ * rank's MPI messages can reach the same collective. One per process.
+ */
+#ifndef CHORUS_CORE_WAIT_HOOK_H
+#define CHORUS_CORE_WAIT_HOOK_H
+
+/* The least time between two runs of the hook in one thread. */
+#define CHORUS__WAIT_HOOK_GAP_S 50e-6
+
+typedef void (*chorus__wait_hook_fn)(void);
+
+/* Sets the hook (NULL: none). */
+void chorus__wait_hook_set(chorus__wait_hook_fn hook);
+/* Whether a hook is set. */
+int chorus__wait_hook_on(void);
+/* Runs the hook when one is set and the gap has passed since this thread last ran it. */
+void chorus__wait_hook_run(void);
+
+#endif
