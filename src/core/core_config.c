@@ -81,6 +81,24 @@ const chorus__config_table_t chorus__launch_config_table = {
     launch_vars, sizeof(launch_vars) / sizeof(launch_vars[0]),
 };
 
+static const chorus__config_var_t pmpi_vars[] = {
+    {"CHORUS_PMPI", "auto",
+     "which MPI collectives an interposer (libchorus_pmpi_openmpi.so, "
+     "libchorus_pmpi_mpich.so) serves with chorus: auto, those it can serve at the sizes "
+     "where chorus was measured faster than that MPI; all, every one it can serve; none, "
+     "every call goes to the MPI library",
+     chorus__config_parse_string, offsetof(chorus__pmpi_config_t, serve)},
+    {"CHORUS_PMPI_REPORT", "0",
+     "1: at MPI_Finalize, rank 0 of an interposed program prints, per MPI function, how "
+     "many calls chorus served and how many went to the MPI library, summed over the ranks",
+     chorus__config_parse_bool, offsetof(chorus__pmpi_config_t, report)},
+};
+
+const chorus__config_table_t chorus__pmpi_config_table = {
+    "pmpi", "the MPI interposers, which serve unmodified MPI programs' collectives",
+    pmpi_vars, sizeof(pmpi_vars) / sizeof(pmpi_vars[0]),
+};
+
 size_t chorus__config_tables(const chorus__config_table_t **tables, size_t max)
 {
     const chorus__config_table_t *fixed[] = {
@@ -102,6 +120,7 @@ size_t chorus__config_tables(const chorus__config_table_t **tables, size_t max)
     CONFIG_ADD(&topo_config_table);
     CONFIG_ADD(&tune_config_table);
     CONFIG_ADD(&engine_config_table);
+    CONFIG_ADD(&chorus__pmpi_config_table);
 #undef CONFIG_ADD
     tables[n] = NULL;
     return n;

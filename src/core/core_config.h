@@ -23,8 +23,15 @@ typedef struct {
     chorus__config_str_t secret;
 } chorus__launch_config_t;
 
+/* The MPI interposers' own variables (libchorus_pmpi_*.so, src/pmpi). */
+typedef struct {
+    chorus__config_str_t serve; /* CHORUS_PMPI: auto, all or none */
+    int report;                 /* CHORUS_PMPI_REPORT */
+} chorus__pmpi_config_t;
+
 extern const chorus__config_table_t chorus__core_config_table;
 extern const chorus__config_table_t chorus__launch_config_table;
+extern const chorus__config_table_t chorus__pmpi_config_table;
 
 /* Most configuration tables of the library. */
 #define CHORUS__CONFIG_TABLES_MAX 32

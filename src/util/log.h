@@ -37,7 +37,8 @@ typedef enum {
     X(CHORUS_LOG_COMP_TOPOLOGY, "topology")       \
     X(CHORUS_LOG_COMP_TUNING, "tuning")           \
     X(CHORUS_LOG_COMP_ENGINE, "engine")           \
-    X(CHORUS_LOG_COMP_TOOLS, "tools")
+    X(CHORUS_LOG_COMP_TOOLS, "tools")             \
+    X(CHORUS_LOG_COMP_PMPI, "pmpi")
 
 #define CHORUS_LOG_COMP_ENUM(id, name) id,
 typedef enum {
