@@ -38,10 +38,10 @@ else
     check "hello under mpirun: the secret came through PMIx (no warning about it)" \
         sh -c "! grep -q 'no CHORUS_SECRET' '$TMP/pmix'"
     [ "$rc" -eq 0 ] || cat "$TMP/pmix"
-    bare timeout -k 5 120 mpirun.openmpi --oversubscribe -np 2 "$CHORUS_PERF" allreduce \
+    bare timeout -k 5 120 mpirun.openmpi --oversubscribe -np 4 "$CHORUS_PERF" allreduce \
         -b 8 -e 64K -f 8 > "$TMP/perf" 2>&1
     rc=$?
-    check "chorus-perf under mpirun -np 2 (PMIx) exits 0 (got $rc)" [ "$rc" -eq 0 ]
+    check "chorus-perf under mpirun -np 4 (PMIx) exits 0 (got $rc)" [ "$rc" -eq 0 ]
     check "chorus-perf under mpirun: every element right" \
         grep -q "wrong elements total: 0$" "$TMP/perf"
     [ "$rc" -eq 0 ] || cat "$TMP/perf"
