@@ -50,10 +50,14 @@ from peers import RunError, WrongResults
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_SIZES = "8,64,512,1K,4K,16K,64K,256K,1M,4M,16M,64M,256M"
-PEER_ORDER = ("ompi", "mpich", "gloo")
+PEER_ORDER = ("ompi", "ompi-pmpi", "mpich", "mpich-pmpi", "gloo")
+DEFAULT_PEERS = ("ompi", "mpich", "gloo")
+# Each interposed MPI and the native one it is compared with (ratio interposed/native).
+INTERPOSED = (("ompi-pmpi", "ompi"), ("mpich-pmpi", "mpich"))
 BASE = "chorus-base"  # the --baseline-perf build
 CHORUS_LIKE = ("chorus", BASE)  # report both in_place and out_of_place figures
-PEER_CLASSES = {"ompi": peers.OpenMpi, "mpich": peers.Mpich, "gloo": peers.Gloo}
+PEER_CLASSES = {"ompi": peers.OpenMpi, "ompi-pmpi": peers.OpenMpiInterposed,
+                "mpich": peers.Mpich, "mpich-pmpi": peers.MpichInterposed, "gloo": peers.Gloo}
 
 
 def parse_size(text):
@@ -112,8 +116,10 @@ def build_parser():
                    metavar="VAR=VALUE",
                    help="set for the baseline's runs only, over the --env values it "
                    "shares with chorus (repeatable)")
-    p.add_argument("--peers", default=",".join(PEER_ORDER),
-                   help="comma-separated peers to run (ompi, mpich, gloo) or none")
+    p.add_argument("--peers", default=",".join(DEFAULT_PEERS),
+                   help="comma-separated peers to run (%s) or none; X-pmpi is MPI X "
+                   "running the same benchmark with chorus's interposer preloaded, and "
+                   "gets a column X-pmpi/X beside X" % ", ".join(PEER_ORDER))
     p.add_argument("--env", dest="chorus_env_items", action="append", metavar="VAR=VALUE",
                    help="set for chorus runs only, e.g. CHORUS_TUNE=... (repeatable)")
     p.add_argument("--ompi-env", dest="ompi_env_items", action="append", metavar="VAR=VALUE")
@@ -292,6 +298,13 @@ def summarize(args, coll, plan, runs, libs):
             row["ratio"][lib] = {"chorus_variant": v, "per_rep": rs, "median": med(rs),
                                  "min": min(rs) if rs else float("nan"),
                                  "max": max(rs) if rs else float("nan")}
+        for lib, native in INTERPOSED:
+            if lib in libs and native in libs:
+                rs = [n / i for i, n in zip(row["time_us"][lib], row["time_us"][native])
+                      if i and n]
+                row["ratio"][lib + "/" + native] = {
+                    "per_rep": rs, "median": med(rs), "min": min(rs) if rs else float("nan"),
+                    "max": max(rs) if rs else float("nan")}
         row["busbw_median"] = {lib: med([b for b in row["busbw"][lib] if b is not None])
                                for lib in libs}
         table.append(row)
@@ -304,16 +317,18 @@ def print_table(args, coll, table, libs, notes, bound):
           % (coll, "" if coll in ("allgather", "broadcast", "alltoall") else " sum",
              args.nranks, args.reps))
     width = {lib: max(9, len(lib)) for lib in libs}
+    pairs = [lib + "/" + native for lib, native in INTERPOSED if lib in libs and native in libs]
     head = "# %8s" % "size" + "".join(" %*s" % (width[lib], lib) for lib in libs) + \
-        "".join(" %23s" % ("vs " + lib) for lib in libs[1:])
+        "".join(" %23s" % ("vs " + lib) for lib in libs[1:]) + \
+        "".join(" %23s" % pair for pair in pairs)
     print(head)
     for row in table:
         line = "  %8s" % human(row["size"])
         for lib in libs:
             b = row["busbw_median"][lib]
             line += " %*s" % (width[lib], "-" if b != b else "%.4g" % b)
-        for lib in libs[1:]:
-            r = row["ratio"][lib]
+        for key in libs[1:] + pairs:
+            r = row["ratio"][key]
             line += " %23s" % ("-" if not r["per_rep"] else "%6.2fx [%.2f-%.2f]"
                                 % (r["median"], r["min"], r["max"]))
         print(line)
@@ -338,6 +353,9 @@ def print_table(args, coll, table, libs, notes, bound):
                  bound["memcpy"]["max_gbs"], bound["nt_copy"]["median_gbs"],
                  bound["nt_copy"]["min_gbs"], bound["nt_copy"]["max_gbs"],
                  bound["nt_copy"]["method"]))
+    if pairs:
+        print("# X-pmpi/X: busbw of MPI X with chorus's interposer over X alone, the same "
+              "benchmark in the same interleaved runs")
     for note in notes:
         print("# %s" % note)
     sys.stdout.flush()

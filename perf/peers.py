@@ -386,7 +386,8 @@ class Mpi:
             "env_given": self.env,
             "env_in_effect": {k: v for k, v in env_with(self.env).items()
                               if k.startswith(("OMPI_", "PMIX_MCA_", "MPIR_CVAR_", "UCX_",
-                                               "HYDRA_", "MPIEXEC_"))},
+                                               "HYDRA_", "MPIEXEC_", "CHORUS_",
+                                               "LD_PRELOAD"))},
             "version": self._version(),
             "check": "one call on known values per size before timing (mpi_bench)",
             "buffers": "up to %d rotating buffers per size within 1 GiB per rank"
@@ -481,6 +482,39 @@ class Mpich(Mpi):
             self.config["transport"] = "%s, mpirun.mpich defaults" \
                 % (dev[0].split(":", 1)[1].strip() if dev else "device unknown")
         return why
+
+
+class Interposed:
+    """The same MPI benchmark and launcher as the MPI it extends, with that MPI's chorus
+    interposer (BUILD_DIR/src/pmpi) in LD_PRELOAD: "ompi-pmpi" beside "ompi", "mpich-pmpi"
+    beside "mpich". CHORUS_PMPI and the other chorus variables come from that MPI's
+    --ompi-env / --mpich-env."""
+
+    def _interpose(self, name, library):
+        self.name = name
+        self.interposer = os.path.join(self.args.build_dir, "src", "pmpi", ".libs", library)
+        self.env["LD_PRELOAD"] = self.interposer
+
+    def probe(self, tmpdir):
+        if not os.path.exists(self.interposer):
+            return "%s is not built (./quickstart build with %s installed)" \
+                % (self.interposer, self.mpicc)
+        why = super().probe(tmpdir)
+        if why is None:
+            self.config["interposer"] = self.interposer
+        return why
+
+
+class OpenMpiInterposed(Interposed, OpenMpi):
+    def __init__(self, args):
+        OpenMpi.__init__(self, args)
+        self._interpose("ompi-pmpi", "libchorus_pmpi_openmpi.so")
+
+
+class MpichInterposed(Interposed, Mpich):
+    def __init__(self, args):
+        Mpich.__init__(self, args)
+        self._interpose("mpich-pmpi", "libchorus_pmpi_mpich.so")
 
 
 # ---- torch.distributed gloo ------------------------------------------------------------
