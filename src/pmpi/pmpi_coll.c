@@ -27,24 +27,23 @@ typedef struct {
     chorus_op_t op;
     int root;
     size_t bytes;               /* the size CHORUS_PMPI=auto judges: one rank's result */
+    MPI_Datatype types[2];      /* moved as bytes: checked by plain_type (NULL: none) */
 } call_t;
 
 /*
  * CHORUS_PMPI=auto: the smallest size (call_t.bytes) at which chorus serves
  * each collective, from the interposed benchmark beside the native one at 4
  * ranks on one node (docs/PERFORMANCE.md, "MPI programs through the
- * interposer"): below it, that MPI's own broadcast was faster; at every other
- * size and collective chorus was.
+ * interposer"): below it that MPI's own call was faster (Open MPI's broadcast
+ * and allgather, MPICH's broadcast); everywhere else chorus was.
  */
 static size_t auto_min_bytes(call_kind_t kind)
 {
 #if defined(OPEN_MPI)
-    const size_t bcast_min = 4096;
+    return kind == CALL_BCAST || kind == CALL_ALLGATHER ? 4096 : 0;
 #else
-    const size_t bcast_min = 16384;
+    return kind == CALL_BCAST ? 16384 : 0;
 #endif
-
-    return kind == CALL_BCAST ? bcast_min : 0;
 }
 
 static int call_allowed(const call_t *c)
@@ -57,6 +56,13 @@ static int call_allowed(const call_t *c)
     default:
         return 0;
     }
+}
+
+static void call_init(call_t *c, call_kind_t kind, const void *sendbuf, void *recvbuf,
+                      int root)
+{
+    *c = (call_t){.kind = kind, .sendbuf = sendbuf, .recvbuf = recvbuf, .root = root,
+                  .types = {MPI_DATATYPE_NULL, MPI_DATATYPE_NULL}};
 }
 
 /* ---- datatypes and ops ---------------------------------------------------- */
@@ -148,33 +154,62 @@ static int reduction(call_t *c, int count, MPI_Datatype type, MPI_Op op)
 }
 
 /*
- * Data that is only moved: count elements of a predefined type without gaps
- * go as bytes. Derived types (even contiguous ones) and types with holes
- * (MPI_SHORT_INT) stay with the MPI library.
+ * Data that is only moved: count elements of type go as bytes. Whether type
+ * may (plain_type) is asked only once the size is one chorus would serve.
  */
 static int movement(call_t *c, int count, MPI_Datatype type)
 {
-    int nints, naddrs, ntypes, combiner, size;
-    MPI_Aint lb, extent;
+    int size;
 
-    if (count <= 0 || type == MPI_DATATYPE_NULL ||
-        PMPI_Type_get_envelope(type, &nints, &naddrs, &ntypes, &combiner) != MPI_SUCCESS ||
-        combiner != MPI_COMBINER_NAMED || PMPI_Type_size(type, &size) != MPI_SUCCESS ||
-        PMPI_Type_get_extent(type, &lb, &extent) != MPI_SUCCESS || lb != 0 ||
-        extent != (MPI_Aint)size || size <= 0)
+    if (count <= 0 || type == MPI_DATATYPE_NULL || PMPI_Type_size(type, &size) != MPI_SUCCESS ||
+        size <= 0)
         return 0;
     c->dtype = CHORUS_UINT8;
     c->count = (size_t)count * (size_t)size;
     c->bytes = c->count;
+    c->types[0] = type;
     return 1;
 }
 
-/* A send side of movement: the same bytes per block as the receive side. */
-static int same_bytes(int count, MPI_Datatype type, size_t bytes)
+/* The send side of movement: the same bytes per block as the receive side (c->count). */
+static int movement_send(call_t *c, int count, MPI_Datatype type)
 {
-    call_t send = {.kind = CALL_ALLGATHER};
+    int size;
 
-    return movement(&send, count, type) && send.count == bytes;
+    if (count <= 0 || type == MPI_DATATYPE_NULL || PMPI_Type_size(type, &size) != MPI_SUCCESS ||
+        (size_t)count * (size_t)size != c->count)
+        return 0;
+    c->types[1] = type;
+    return 1;
+}
+
+/*
+ * Whether type is predefined and without gaps, so that its elements are
+ * plain bytes. Derived types (even contiguous ones) and types with holes
+ * (MPI_SHORT_INT) stay with the MPI library. Predefined handles never change
+ * meaning, so the ones found plain are remembered.
+ */
+static int plain_type(MPI_Datatype type)
+{
+    enum { KNOWN = 8 };
+    static _Thread_local MPI_Datatype known[KNOWN];
+    static _Thread_local unsigned next;
+    int nints, naddrs, ntypes, combiner, size;
+    MPI_Aint lb, extent;
+
+    if (type == MPI_DATATYPE_NULL)
+        return 1;   /* no type to check (in place) */
+    for (unsigned i = 0; i < KNOWN; i++) {
+        if (known[i] == type)
+            return 1;
+    }
+    if (PMPI_Type_get_envelope(type, &nints, &naddrs, &ntypes, &combiner) != MPI_SUCCESS ||
+        combiner != MPI_COMBINER_NAMED || PMPI_Type_size(type, &size) != MPI_SUCCESS ||
+        PMPI_Type_get_extent(type, &lb, &extent) != MPI_SUCCESS || lb != 0 ||
+        extent != (MPI_Aint)size)
+        return 0;
+    known[next++ % KNOWN] = type;
+    return 1;
 }
 
 /* ---- serving a call ------------------------------------------------------- */
@@ -247,8 +282,8 @@ static int serve(pmpi_fn_t fn, MPI_Comm comm, const call_t *c, MPI_Request *requ
     const void *copy_from = NULL;
     size_t copy_bytes;
 
-    if (c == NULL || !call_allowed(c) ||
-        (chorus = pmpi_chorus_comm(comm, request == NULL)) == NULL ||
+    if (c == NULL || !call_allowed(c) || !plain_type(c->types[0]) ||
+        !plain_type(c->types[1]) || (chorus = pmpi_chorus_comm(comm, request == NULL)) == NULL ||
         (c->kind == CALL_BCAST || c->kind == CALL_REDUCE
              ? c->root < 0 || c->root >= chorus_comm_size(chorus) : 0)) {
         pmpi_count(fn, 0);
@@ -275,7 +310,7 @@ static int serve(pmpi_fn_t fn, MPI_Comm comm, const call_t *c, MPI_Request *requ
 static const call_t *allreduce_call(call_t *c, const void *sendbuf, void *recvbuf, int count,
                                     MPI_Datatype type, MPI_Op op)
 {
-    *c = (call_t){.kind = CALL_ALLREDUCE, .sendbuf = sendbuf, .recvbuf = recvbuf};
+    call_init(c, CALL_ALLREDUCE, sendbuf, recvbuf, 0);
     return reduction(c, count, type, op) ? c : NULL;
 }
 
@@ -309,9 +344,9 @@ static const call_t *allgather_call(call_t *c, const void *sendbuf, int sendcoun
 {
     int size;
 
-    *c = (call_t){.kind = CALL_ALLGATHER, .sendbuf = sendbuf, .recvbuf = recvbuf};
+    call_init(c, CALL_ALLGATHER, sendbuf, recvbuf, 0);
     if (!movement(c, recvcount, recvtype) ||
-        (sendbuf != MPI_IN_PLACE && !same_bytes(sendcount, sendtype, c->count)) ||
+        (sendbuf != MPI_IN_PLACE && !movement_send(c, sendcount, sendtype)) ||
         PMPI_Comm_size(comm, &size) != MPI_SUCCESS)
         return NULL;
     c->bytes = c->count * (size_t)size;
@@ -349,7 +384,7 @@ int MPI_Iallgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, vo
 
 static const call_t *bcast_call(call_t *c, void *buffer, int count, MPI_Datatype type, int root)
 {
-    *c = (call_t){.kind = CALL_BCAST, .sendbuf = buffer, .recvbuf = buffer, .root = root};
+    call_init(c, CALL_BCAST, buffer, buffer, root);
     return movement(c, count, type) ? c : NULL;
 }
 
@@ -377,7 +412,7 @@ int MPI_Ibcast(void *buffer, int count, MPI_Datatype type, int root, MPI_Comm co
 static const call_t *reduce_call(call_t *c, const void *sendbuf, void *recvbuf, int count,
                                  MPI_Datatype type, MPI_Op op, int root)
 {
-    *c = (call_t){.kind = CALL_REDUCE, .sendbuf = sendbuf, .recvbuf = recvbuf, .root = root};
+    call_init(c, CALL_REDUCE, sendbuf, recvbuf, root);
     return reduction(c, count, type, op) ? c : NULL;
 }
 
@@ -408,7 +443,7 @@ int MPI_Ireduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type
 static const call_t *reduce_scatter_call(call_t *c, const void *sendbuf, void *recvbuf,
                                          int recvcount, MPI_Datatype type, MPI_Op op)
 {
-    *c = (call_t){.kind = CALL_REDUCE_SCATTER, .sendbuf = sendbuf, .recvbuf = recvbuf};
+    call_init(c, CALL_REDUCE_SCATTER, sendbuf, recvbuf, 0);
     return reduction(c, recvcount, type, op) ? c : NULL;
 }
 
@@ -442,9 +477,9 @@ static const call_t *alltoall_call(call_t *c, const void *sendbuf, int sendcount
 {
     int size;
 
-    *c = (call_t){.kind = CALL_ALLTOALL, .sendbuf = sendbuf, .recvbuf = recvbuf};
+    call_init(c, CALL_ALLTOALL, sendbuf, recvbuf, 0);
     if (!movement(c, recvcount, recvtype) ||
-        (sendbuf != MPI_IN_PLACE && !same_bytes(sendcount, sendtype, c->count)) ||
+        (sendbuf != MPI_IN_PLACE && !movement_send(c, sendcount, sendtype)) ||
         PMPI_Comm_size(comm, &size) != MPI_SUCCESS)
         return NULL;
     c->bytes = c->count * (size_t)size;
@@ -482,9 +517,10 @@ int MPI_Ialltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, voi
 
 int MPI_Barrier(MPI_Comm comm)
 {
-    call_t c = {.kind = CALL_BARRIER};
+    call_t c;
     int rc;
 
+    call_init(&c, CALL_BARRIER, NULL, NULL, 0);
     if (serve(PMPI_FN_BARRIER, comm, &c, NULL, &rc))
         return rc;
     return PMPI_Barrier(comm);
@@ -492,9 +528,10 @@ int MPI_Barrier(MPI_Comm comm)
 
 int MPI_Ibarrier(MPI_Comm comm, MPI_Request *request)
 {
-    call_t c = {.kind = CALL_BARRIER};
+    call_t c;
     int rc;
 
+    call_init(&c, CALL_BARRIER, NULL, NULL, 0);
     if (serve(PMPI_FN_IBARRIER, comm, &c, request, &rc))
         return rc;
     return PMPI_Ibarrier(comm, request);
