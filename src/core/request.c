@@ -233,7 +233,7 @@ static chorus_status_t call_inline(chorus_comm_t comm, const coll_args_t *args,
             return chorus_request_free(req);
         }
         chorus__task_wait(task, CALL_INLINE_SLEEP_US);
-        chorus__wait_hook_run();
+        chorus__wait_hook_run(started);
     }
     status = chorus__refusal_outcome(comm, seq, status, 1);
     chorus__task_finalize(task);
@@ -722,7 +722,7 @@ chorus_status_t chorus_request_wait(chorus_request_t req)
 {
     chorus__ctx_t *ctx;
     struct timespec ts;
-    double deadline;
+    double deadline, waiting_since;
     chorus_status_t status;
     int done;
 
@@ -731,6 +731,7 @@ chorus_status_t chorus_request_wait(chorus_request_t req)
         return CHORUS_ERR_INVALID_ARG;
     }
     ctx = req->comm->ctx;
+    waiting_since = chorus__now();
     deadline = req->deadline + REQUEST_WAIT_GRACE_S;
     abs_deadline(&ts, deadline);
     pthread_mutex_lock(&ctx->lock);
@@ -749,7 +750,7 @@ chorus_status_t chorus_request_wait(chorus_request_t req)
             break;
         if (hook && !req->done) {
             pthread_mutex_unlock(&ctx->lock);
-            chorus__wait_hook_run();
+            chorus__wait_hook_run(waiting_since);
             pthread_mutex_lock(&ctx->lock);
         }
     }

@@ -18,7 +18,7 @@ int chorus__wait_hook_on(void)
     return atomic_load(&wait_hook) != NULL;
 }
 
-void chorus__wait_hook_run(void)
+void chorus__wait_hook_run(double waiting_since)
 {
     chorus__wait_hook_fn hook = atomic_load(&wait_hook);
     double now;
@@ -26,7 +26,7 @@ void chorus__wait_hook_run(void)
     if (hook == NULL)
         return;
     now = chorus__now();
-    if (now - last_run < CHORUS__WAIT_HOOK_GAP_S)
+    if (now - waiting_since < CHORUS__WAIT_HOOK_AFTER_S || now - last_run < CHORUS__WAIT_HOOK_GAP_S)
         return;
     last_run = now;
     hook();

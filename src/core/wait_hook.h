@@ -8,7 +8,8 @@
 #ifndef CHORUS_CORE_WAIT_HOOK_H
 #define CHORUS_CORE_WAIT_HOOK_H
 
-/* The least time between two runs of the hook in one thread. */
+/* How long a wait lasts before it runs the hook, and the least time between two runs. */
+#define CHORUS__WAIT_HOOK_AFTER_S 200e-6
 #define CHORUS__WAIT_HOOK_GAP_S 50e-6
 
 typedef void (*chorus__wait_hook_fn)(void);
@@ -17,7 +18,12 @@ typedef void (*chorus__wait_hook_fn)(void);
 void chorus__wait_hook_set(chorus__wait_hook_fn hook);
 /* Whether a hook is set. */
 int chorus__wait_hook_on(void);
-/* Runs the hook when one is set and the gap has passed since this thread last ran it. */
-void chorus__wait_hook_run(void);
+/*
+ * Runs the hook when one is set, the wait that began at waiting_since (on
+ * chorus__now's clock) has lasted CHORUS__WAIT_HOOK_AFTER_S, and the gap has
+ * passed since this thread last ran it: calls that finish quickly never pay
+ * for it.
+ */
+void chorus__wait_hook_run(double waiting_since);
 
 #endif
