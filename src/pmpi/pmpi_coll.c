@@ -32,17 +32,20 @@ typedef struct {
 
 /*
  * CHORUS_PMPI=auto: the smallest size (call_t.bytes) at which chorus serves
- * each collective, from the interposed benchmark beside the native one at 4
- * ranks on one node (docs/PERFORMANCE.md, "MPI programs through the
- * interposer"): below it that MPI's own call was faster (Open MPI's broadcast
- * and allgather, MPICH's broadcast); everywhere else chorus was.
+ * each collective, from the interposed benchmark beside the native one at 2
+ * and 4 ranks on one node (docs/PERFORMANCE.md, "MPI programs through the
+ * interposer"): below it that MPI's own call was as fast or faster. Open MPI's
+ * shared-memory paths for small calls (and its barrier) are quicker than
+ * chorus's at 2 ranks; MPICH's are slower than chorus's but for broadcast and
+ * the smallest alltoalls.
  */
 static size_t auto_min_bytes(call_kind_t kind)
 {
 #if defined(OPEN_MPI)
-    return kind == CALL_BCAST || kind == CALL_ALLGATHER ? 4096 : 0;
+    (void)kind;
+    return 16384;
 #else
-    return kind == CALL_BCAST ? 16384 : 0;
+    return kind == CALL_BCAST ? 16384 : kind == CALL_ALLTOALL ? 512 : 0;
 #endif
 }
 
@@ -338,13 +341,14 @@ int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype t
     return PMPI_Iallreduce(sendbuf, recvbuf, count, type, op, comm, request);
 }
 
-static const call_t *allgather_call(call_t *c, const void *sendbuf, int sendcount,
-                                    MPI_Datatype sendtype, void *recvbuf, int recvcount,
-                                    MPI_Datatype recvtype, MPI_Comm comm)
+/* Allgather and alltoall: a block per rank each way, as bytes; judged by one rank's result. */
+static const call_t *blocks_call(call_t *c, call_kind_t kind, const void *sendbuf,
+                                 int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                                 int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
 {
     int size;
 
-    call_init(c, CALL_ALLGATHER, sendbuf, recvbuf, 0);
+    call_init(c, kind, sendbuf, recvbuf, 0);
     if (!movement(c, recvcount, recvtype) ||
         (sendbuf != MPI_IN_PLACE && !movement_send(c, sendcount, sendtype)) ||
         PMPI_Comm_size(comm, &size) != MPI_SUCCESS)
@@ -360,8 +364,8 @@ int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, voi
     int rc;
 
     if (serve(PMPI_FN_ALLGATHER, comm,
-              allgather_call(&call, sendbuf, sendcount, sendtype, recvbuf, recvcount,
-                             recvtype, comm),
+              blocks_call(&call, CALL_ALLGATHER, sendbuf, sendcount, sendtype, recvbuf,
+                          recvcount, recvtype, comm),
               NULL, &rc))
         return rc;
     return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
@@ -374,8 +378,8 @@ int MPI_Iallgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, vo
     int rc;
 
     if (serve(PMPI_FN_IALLGATHER, comm,
-              allgather_call(&call, sendbuf, sendcount, sendtype, recvbuf, recvcount,
-                             recvtype, comm),
+              blocks_call(&call, CALL_ALLGATHER, sendbuf, sendcount, sendtype, recvbuf,
+                          recvcount, recvtype, comm),
               request, &rc))
         return rc;
     return PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
@@ -471,21 +475,6 @@ int MPI_Ireduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
     return PMPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, type, op, comm, request);
 }
 
-static const call_t *alltoall_call(call_t *c, const void *sendbuf, int sendcount,
-                                   MPI_Datatype sendtype, void *recvbuf, int recvcount,
-                                   MPI_Datatype recvtype, MPI_Comm comm)
-{
-    int size;
-
-    call_init(c, CALL_ALLTOALL, sendbuf, recvbuf, 0);
-    if (!movement(c, recvcount, recvtype) ||
-        (sendbuf != MPI_IN_PLACE && !movement_send(c, sendcount, sendtype)) ||
-        PMPI_Comm_size(comm, &size) != MPI_SUCCESS)
-        return NULL;
-    c->bytes = c->count * (size_t)size;
-    return c;
-}
-
 int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                  int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
 {
@@ -493,8 +482,8 @@ int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void
     int rc;
 
     if (serve(PMPI_FN_ALLTOALL, comm,
-              alltoall_call(&call, sendbuf, sendcount, sendtype, recvbuf, recvcount,
-                             recvtype, comm),
+              blocks_call(&call, CALL_ALLTOALL, sendbuf, sendcount, sendtype, recvbuf,
+                          recvcount, recvtype, comm),
               NULL, &rc))
         return rc;
     return PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
@@ -507,8 +496,8 @@ int MPI_Ialltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, voi
     int rc;
 
     if (serve(PMPI_FN_IALLTOALL, comm,
-              alltoall_call(&call, sendbuf, sendcount, sendtype, recvbuf, recvcount,
-                             recvtype, comm),
+              blocks_call(&call, CALL_ALLTOALL, sendbuf, sendcount, sendtype, recvbuf,
+                          recvcount, recvtype, comm),
               request, &rc))
         return rc;
     return PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
