@@ -118,14 +118,11 @@ int pmpi_request_start(chorus_request_t creq, void *copy_to, const void *copy_fr
     int rc;
 
     if (e == NULL) {
-        /* Finish the call here: the program then gets a request that is already complete. */
-        chorus_status_t status = chorus_request_free(creq);
-
-        if (status == CHORUS_OK && copy_bytes > 0)
-            memmove(copy_to, copy_from, copy_bytes);
-        rc = PMPI_Grequest_start(request_query, request_free, request_cancel, NULL, request);
-        chorus_error("no memory for a request: the call completed before returning");
-        return rc == MPI_SUCCESS ? MPI_ERR_NO_MEM : rc;
+        /* The call still ends before the error returns: no chorus work on the buffers is left. */
+        chorus_request_free(creq);
+        chorus_error("no memory for the request of a non-blocking collective");
+        *request = MPI_REQUEST_NULL;
+        return MPI_ERR_NO_MEM;
     }
     e->chorus = creq;
     e->copy_to = copy_to;
@@ -214,7 +211,6 @@ int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[])
 }
 
 /* The waits for any: each turn completes what is done, then asks MPI without blocking. */
-
 int MPI_Waitany(int count, MPI_Request requests[], int *index, MPI_Status *status)
 {
     int flag = 0, rc;
