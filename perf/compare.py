@@ -3,7 +3,9 @@
 
 Runs the same sweep of sizes with chorus (chorus-perf -np N) and with each peer that is
 available: Open MPI and MPICH (perf/mpi_bench.c, built now with each one's own mpicc and
-started with its own mpirun) and torch.distributed's gloo backend (perf/gloo_worker.py).
+started with its own mpirun) and torch.distributed's gloo backend (perf/gloo_worker.py);
+ompi-pmpi and mpich-pmpi, when named, run the same MPI benchmark with chorus's MPI interposer
+in LD_PRELOAD, and get a column of their busbw over the native MPI's.
 Runs are interleaved (chorus, ompi, mpich, gloo, then ompi, mpich, gloo, chorus, ...: the
 order rotates every repetition) for --reps repetitions, each repetition also measuring the
 physical bound of one core first (perf/membw.c: memcpy and non-temporal copy bandwidth). Every library checks its results exactly before the figures
@@ -250,6 +252,12 @@ def med(xs):
     return statistics.median(xs) if xs else float("nan")
 
 
+def spread(rs):
+    """Paired ratios: each, their median, min and max (NaN when there are none)."""
+    return {"per_rep": rs, "median": med(rs), "min": min(rs) if rs else float("nan"),
+            "max": max(rs) if rs else float("nan")}
+
+
 def chorus_variant(peer_name, coll, choice="matched"):
     """chorus-perf's figure compared with the peer's: by default the one that matches the
     calls the peer makes (MPI: in place; torch: as it calls each collective). The baseline
@@ -295,16 +303,12 @@ def summarize(args, coll, plan, runs, libs):
             for c, p in zip(row["time_us"]["chorus"], row["time_us"][lib]):
                 if c and p and chorus_time(c, v) > 0:
                     rs.append(side_time(lib, p, v) / chorus_time(c, v))
-            row["ratio"][lib] = {"chorus_variant": v, "per_rep": rs, "median": med(rs),
-                                 "min": min(rs) if rs else float("nan"),
-                                 "max": max(rs) if rs else float("nan")}
+            row["ratio"][lib] = dict(spread(rs), chorus_variant=v)
         for lib, native in INTERPOSED:
             if lib in libs and native in libs:
                 rs = [n / i for i, n in zip(row["time_us"][lib], row["time_us"][native])
                       if i and n]
-                row["ratio"][lib + "/" + native] = {
-                    "per_rep": rs, "median": med(rs), "min": min(rs) if rs else float("nan"),
-                    "max": max(rs) if rs else float("nan")}
+                row["ratio"][lib + "/" + native] = spread(rs)
         row["busbw_median"] = {lib: med([b for b in row["busbw"][lib] if b is not None])
                                for lib in libs}
         table.append(row)
