@@ -156,19 +156,26 @@ static int reduction(call_t *c, int count, MPI_Datatype type, MPI_Op op)
     return 1;
 }
 
-/*
- * Data that is only moved: count elements of type go as bytes. Whether type
- * may (plain_type) is asked only once the size is one chorus would serve.
- */
-static int movement(call_t *c, int count, MPI_Datatype type)
+/* The bytes of count elements of type; 0 when count or type cannot be served. */
+static size_t type_bytes(int count, MPI_Datatype type)
 {
     int size;
 
     if (count <= 0 || type == MPI_DATATYPE_NULL || PMPI_Type_size(type, &size) != MPI_SUCCESS ||
         size <= 0)
         return 0;
+    return (size_t)count * (size_t)size;
+}
+
+/*
+ * Data that is only moved: count elements of type go as bytes. Whether type
+ * may (plain_type) is asked only once the size is one chorus would serve.
+ */
+static int movement(call_t *c, int count, MPI_Datatype type)
+{
+    if ((c->count = type_bytes(count, type)) == 0)
+        return 0;
     c->dtype = CHORUS_UINT8;
-    c->count = (size_t)count * (size_t)size;
     c->bytes = c->count;
     c->types[0] = type;
     return 1;
@@ -177,10 +184,7 @@ static int movement(call_t *c, int count, MPI_Datatype type)
 /* The send side of movement: the same bytes per block as the receive side (c->count). */
 static int movement_send(call_t *c, int count, MPI_Datatype type)
 {
-    int size;
-
-    if (count <= 0 || type == MPI_DATATYPE_NULL || PMPI_Type_size(type, &size) != MPI_SUCCESS ||
-        (size_t)count * (size_t)size != c->count)
+    if (type_bytes(count, type) != c->count)
         return 0;
     c->types[1] = type;
     return 1;
@@ -270,6 +274,14 @@ static chorus_status_t call_run(const call_t *c, chorus_comm_t chorus, chorus_re
     return CHORUS_ERR_INTERNAL;
 }
 
+/* A rooted call's root is a rank of chorus (else MPI reports the error). */
+static int root_ok(const call_t *c, chorus_comm_t chorus)
+{
+    if (c->kind != CALL_BCAST && c->kind != CALL_REDUCE)
+        return 1;
+    return c->root >= 0 && c->root < chorus_comm_size(chorus);
+}
+
 /*
  * Serves c on comm when chorus can: *rc_p is then the MPI return code and the
  * result 1. c NULL: a call chorus cannot serve (counted as passed). request
@@ -287,8 +299,7 @@ static int serve(pmpi_fn_t fn, MPI_Comm comm, const call_t *c, MPI_Request *requ
 
     if (c == NULL || !call_allowed(c) || !plain_type(c->types[0]) ||
         !plain_type(c->types[1]) || (chorus = pmpi_chorus_comm(comm, request == NULL)) == NULL ||
-        (c->kind == CALL_BCAST || c->kind == CALL_REDUCE
-             ? c->root < 0 || c->root >= chorus_comm_size(chorus) : 0)) {
+        !root_ok(c, chorus)) {
         pmpi_count(fn, 0);
         return 0;
     }
