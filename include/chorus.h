@@ -35,7 +35,8 @@ typedef enum {
     CHORUS_ERR_UNSUPPORTED = -9,  /* not built in, or not available on this system */
     CHORUS_ERR_TRUNCATED = -10,   /* a peer sent more data than the call expects */
     CHORUS_ERR_INTERNAL = -11,    /* a bug in chorus; please report it */
-    CHORUS_ERR_IN_USE = -12       /* the object is busy (e.g. a duplicate rank) */
+    CHORUS_ERR_IN_USE = -12,      /* the object is busy (e.g. a duplicate rank) */
+    CHORUS_ERR_DEVICE = -13       /* a CUDA call failed; the log names it */
 } chorus_status_t;
 
 const char *chorus_status_string(chorus_status_t status);

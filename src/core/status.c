@@ -18,6 +18,7 @@ const char *chorus_status_string(chorus_status_t status)
     case CHORUS_ERR_TRUNCATED: return "message truncated";
     case CHORUS_ERR_INTERNAL: return "internal error";
     case CHORUS_ERR_IN_USE: return "already in use";
+    case CHORUS_ERR_DEVICE: return "CUDA device error";
     }
     return "unknown status";
 }

@@ -1,0 +1,95 @@
+/*
+ * CUDA device memory and device kernels. Built with --with-cuda (HAVE_CUDA);
+ * without it, or in a process that sees no CUDA device, every buffer is host
+ * memory, chorus__device_present() is 0 and the calls below that need a
+ * device return CHORUS_ERR_UNSUPPORTED.
+ *
+ * Streams are passed as void * (a cudaStream_t); NULL is the library's own
+ * stream of the current device, a blocking one: its work is ordered after
+ * the legacy default stream's earlier work, never run on that stream.
+ *
+ * memory: device.c        kernels: reduce_cuda.cu (from reduce_defs.h)
+ */
+#ifndef CHORUS_DEVICE_H
+#define CHORUS_DEVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "chorus.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- memory (device.c) --------------------------------------------------- */
+
+/* Nonzero when this build has CUDA (whether or not a device is there). */
+int chorus__device_built(void);
+
+/* Nonzero when this build has CUDA and the process sees at least one device. */
+int chorus__device_present(void);
+
+/* The stream to run on: stream itself, or for NULL the library's own one (created once). */
+void *chorus__device_stream(void *stream);
+
+/* Log "what: <CUDA's message for err>" and return CHORUS_ERR_DEVICE. err is a cudaError_t. */
+chorus_status_t chorus__device_fail(const char *what, int err);
+
+/* Nonzero when ptr is CUDA device memory (not host, pinned host or managed memory). */
+int chorus__device_ptr(const void *ptr);
+
+/* Page-locked host memory of at least bytes from a reuse pool; NULL when none can be had. */
+void *chorus__device_pinned_get(size_t bytes);
+/* Back to the pool (NULL is ignored). */
+void chorus__device_pinned_put(void *ptr);
+
+/*
+ * An asynchronous copy of bytes on stream (either direction; host memory
+ * should be pinned for the copy to be asynchronous), followed by an event
+ * that chorus__device_event_done() polls. *event_p is written on success.
+ */
+chorus_status_t chorus__device_copy_start(void *dst, const void *src, size_t bytes, void *stream,
+                                          void **event_p);
+/*
+ * 1 once the work before event is done, 0 while it runs, a negative status
+ * when it failed (the device's error is logged).
+ */
+int chorus__device_event_done(void *event);
+/* Block the calling thread until event is done or max_us have passed, polling it. */
+void chorus__device_event_wait(void *event, unsigned max_us);
+/* Release an event (NULL is ignored); the work before it may still run. */
+void chorus__device_event_free(void *event);
+/* An event recorded on stream now: the work before it on stream is what it waits for. */
+chorus_status_t chorus__device_event_record(void *stream, void **event_p);
+
+/* ---- kernels (reduce_cuda.cu) -------------------------------------------- */
+
+/*
+ * dst[i] = op over srcs[0..nsrc)[i], for i < count, on stream. Every
+ * pointer is device memory; dst may be one of srcs exactly. float16 and
+ * bfloat16 accumulate all nsrc inputs in float32 and round once. AVG
+ * reduces like SUM. 1 <= nsrc <= CHORUS__DEVICE_REDUCE_MAX_SRCS.
+ */
+#define CHORUS__DEVICE_REDUCE_MAX_SRCS 16
+chorus_status_t chorus__device_reduce(chorus_dtype_t dtype, chorus_op_t op, void *dst,
+                                      const void *const *srcs, int nsrc, size_t count,
+                                      void *stream);
+
+/* chorus__reduce_finalize on device memory: AVG divides by nranks; other ops do nothing. */
+chorus_status_t chorus__device_finalize(chorus_dtype_t dtype, chorus_op_t op, void *buf,
+                                        size_t count, int nranks, void *stream);
+
+/*
+ * dst = src converted, count elements, on stream: float32 to float16 or
+ * bfloat16 and back (the bits of chorus__float_to_half() and its family).
+ * Other pairs: CHORUS_ERR_INVALID_ARG.
+ */
+chorus_status_t chorus__device_convert(chorus_dtype_t to, void *dst, chorus_dtype_t from,
+                                       const void *src, size_t count, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
