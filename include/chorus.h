@@ -178,7 +178,27 @@ typedef struct {
     size_t struct_size;
     uint32_t flags;     /* CHORUS_FLAG_*, CHORUS_COMPRESS_*: the calls that take them; else 0 */
     int priority;       /* reserved, must be 0 */
+    int mem_type;       /* CHORUS_MEM_*: where the call's buffers are; AUTO asks CUDA */
+    void *stream;       /* a cudaStream_t the call is ordered after, or NULL */
 } chorus_opts_t;
+
+/*
+ * opts->mem_type. AUTO: each buffer of a collective is looked up (CUDA
+ * device memory or host memory; no cost in a process without a CUDA
+ * device). HOST: every buffer is host memory (pinned and managed memory
+ * count as host), no lookup. CUDA: the call's device buffers are on a CUDA
+ * device; CHORUS_ERR_UNSUPPORTED where this build or process has none.
+ * Buffers on the device are staged through page-locked host memory, only on
+ * the rank that has them: ranks may mix host and device buffers in a call.
+ *
+ * opts->stream: a collective reads its buffers only after the work queued
+ * on stream before the call is done, and copies its results to device
+ * buffers on stream. The call still completes as a blocking or non-blocking
+ * call does: its device results are in place when it is complete.
+ */
+#define CHORUS_MEM_AUTO 0
+#define CHORUS_MEM_HOST 1
+#define CHORUS_MEM_CUDA 2
 
 /* chorus_fc_weight_grad's strategy, forced (at most one; every rank must agree). */
 #define CHORUS_FLAG_FC_LATE      0x1u   /* gather the inputs and errors, multiply locally */
@@ -194,7 +214,7 @@ typedef struct {
 #define CHORUS_COMPRESS_FP16     0x4u
 #define CHORUS_COMPRESS_BF16     0x8u
 
-#define CHORUS_OPTS_INIT { sizeof(chorus_opts_t), 0, 0 }
+#define CHORUS_OPTS_INIT { sizeof(chorus_opts_t), 0, 0, CHORUS_MEM_AUTO, NULL }
 
 /* ---- collectives -------------------------------------------------------- */
 

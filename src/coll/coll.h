@@ -347,6 +347,23 @@ chorus_status_t coll_compressed_task(const coll_args_t *args, chorus_dtype_t wir
                                                coll_compress_counts_t *counts,
                                                chorus__task_t **task_p);
 
+/*
+ * Calls on CUDA device buffers (args->mem == COLL_MEM_CUDA) run a host
+ * algorithm on page-locked copies of this rank's device buffers
+ * (coll_staged.c). coll_staged_begin() makes the copies' room and writes
+ * *host_p: args as the host algorithm runs it (mem COLL_MEM_HOST, the
+ * device buffers replaced by their copies); select the algorithm and build
+ * its task for *host_p, then coll_staged_task() wraps that task: copy in on
+ * args->stream, run it, copy out. The staged task owns the inner task and
+ * the copies from then on; coll_staged_free() frees a staging that never
+ * got its task.
+ */
+typedef struct coll_staged coll_staged_t;
+chorus_status_t coll_staged_begin(const coll_args_t *args, coll_args_t *host_p,
+                                  coll_staged_t **staged_p);
+chorus__task_t *coll_staged_task(coll_staged_t *staged, chorus__task_t *inner);
+void coll_staged_free(coll_staged_t *staged);
+
 /* The algorithm of coll called name (a builder, or a team variant of a built-in transport). */
 const coll_alg_t *coll_alg_find(coll_type_t coll, const char *name);
 /*

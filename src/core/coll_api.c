@@ -9,6 +9,7 @@
 
 #include "core/comm.h"
 #include "core/refusal.h"
+#include "reduce/device.h"
 #include "util/log.h"
 #include "util/mem_bound.h"
 
@@ -43,6 +44,55 @@ chorus_status_t chorus__check_opts(const chorus_opts_t *opts, uint32_t allowed, 
         snprintf(why, why_len, "invalid argument opts->priority=%d: must be 0", opts->priority);
         return CHORUS_ERR_INVALID_ARG;
     }
+    if ((unsigned)chorus__opts_mem(opts) > CHORUS_MEM_CUDA) {
+        snprintf(why, why_len, "invalid argument opts->mem_type=%d: CHORUS_MEM_AUTO, _HOST "
+                 "or _CUDA", opts->mem_type);
+        return CHORUS_ERR_INVALID_ARG;
+    }
+    return CHORUS_OK;
+}
+
+int chorus__opts_mem(const chorus_opts_t *opts)
+{
+    return opts != NULL &&
+                   opts->struct_size >= offsetof(chorus_opts_t, mem_type) + sizeof(opts->mem_type)
+               ? opts->mem_type
+               : CHORUS_MEM_AUTO;
+}
+
+void *chorus__opts_stream(const chorus_opts_t *opts)
+{
+    return opts != NULL &&
+                   opts->struct_size >= offsetof(chorus_opts_t, stream) + sizeof(opts->stream)
+               ? opts->stream
+               : NULL;
+}
+
+/*
+ * The call's memory type and stream. A call is staged (coll.h) when one of
+ * the buffers this rank touches is on a CUDA device, or when it must wait
+ * for a stream; elsewhere it runs on the host as it is.
+ */
+static chorus_status_t call_memory(coll_args_t *a, const chorus_opts_t *opts,
+                                   const size_t elems[2], int send_here, int recv_here,
+                                   char *why, size_t why_len)
+{
+    int mem = chorus__opts_mem(opts);
+
+    a->mem = COLL_MEM_HOST;
+    a->stream = chorus__opts_stream(opts);
+    if (mem == CHORUS_MEM_HOST && a->stream == NULL)
+        return CHORUS_OK;
+    if ((mem == CHORUS_MEM_CUDA || a->stream != NULL) && !chorus__device_present()) {
+        snprintf(why, why_len, "opts->%s given, but %s", a->stream ? "stream" : "mem_type=CUDA",
+                 chorus__device_built() ? "this process sees no CUDA device"
+                                  : "this build of chorus has no CUDA");
+        return CHORUS_ERR_UNSUPPORTED;
+    }
+    if (mem == CHORUS_MEM_CUDA || a->stream != NULL ||
+        (send_here && elems[0] > 0 && chorus__device_ptr(a->sendbuf)) ||
+        (recv_here && elems[1] > 0 && chorus__device_ptr(a->recvbuf)))
+        a->mem = COLL_MEM_CUDA;
     return CHORUS_OK;
 }
 
@@ -162,27 +212,6 @@ static chorus_status_t check_buffers(const coll_args_t *a, size_t send_elems,
     return CHORUS_OK;
 }
 
-void chorus__call_elems(const coll_args_t *a, size_t n, size_t elems[2])
-{
-    elems[0] = elems[1] = a->count;
-    switch (a->coll) {
-    case COLL_ALLGATHER:
-        elems[1] = a->count * n;
-        break;
-    case COLL_REDUCE_SCATTER:
-        elems[0] = a->count * n;
-        break;
-    case COLL_ALLTOALL:
-        elems[0] = elems[1] = a->count * n;
-        break;
-    case COLL_BARRIER:
-        elems[0] = elems[1] = 0;
-        break;
-    default:
-        break;
-    }
-}
-
 /* Both checks; *shape_ok_p (may be NULL) tells whether the shape passed. */
 static chorus_status_t check_call(chorus_comm_t comm, coll_args_t *a,
                                   const chorus_opts_t *opts, char *why, size_t why_len,
@@ -201,9 +230,8 @@ static chorus_status_t check_call(chorus_comm_t comm, coll_args_t *a,
         a->rank = comm->rank;
         a->size = comm->size;
         a->chunk_bytes = comm->ctx->cfg.chunk_bytes;
-        a->mem = COLL_MEM_HOST;
     }
-    chorus__call_elems(a, n, elems);
+    coll_args_elems(a, n, elems);
     send_elems = elems[0];
     recv_elems = elems[1];
     /* The in-place layouts of allgather and reduce_scatter sit this rank's block in the other. */
@@ -211,16 +239,19 @@ static chorus_status_t check_call(chorus_comm_t comm, coll_args_t *a,
         in_place = rbuf != NULL && (uintptr_t)sbuf == (uintptr_t)rbuf + block * (size_t)a->rank;
     else if (a->coll == COLL_REDUCE_SCATTER)
         in_place = sbuf != NULL && (uintptr_t)rbuf == (uintptr_t)sbuf + block * (size_t)a->rank;
-    send_here = !(a->coll == COLL_BROADCAST && a->rank != a->root);
-    recv_here = !(a->coll == COLL_REDUCE && a->rank != a->root);
+    send_here = coll_args_reads_send(a);
+    recv_here = coll_args_writes_recv(a);
     status = check_shape(comm, a, opts, send_elems, recv_elems, send_here, recv_here, why,
                          why_len);
     if (shape_ok_p != NULL)
         *shape_ok_p = status == CHORUS_OK;
     if (status != CHORUS_OK)
         return status;
-    return check_buffers(a, send_elems, recv_elems, send_here, recv_here, in_place, why,
-                         why_len);
+    status = check_buffers(a, send_elems, recv_elems, send_here, recv_here, in_place, why,
+                           why_len);
+    if (status != CHORUS_OK)
+        return status;
+    return call_memory(a, opts, elems, send_here, recv_here, why, why_len);
 }
 
 chorus_status_t chorus__check_call(chorus_comm_t comm, coll_args_t *a,

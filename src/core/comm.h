@@ -149,8 +149,6 @@ chorus_status_t chorus__call_made(chorus_comm_t comm, const char *call, const co
  */
 chorus_status_t chorus__check_call(chorus_comm_t comm, coll_args_t *a,
                                    const chorus_opts_t *opts, char *why, size_t why_len);
-/* Elements of a call's send (elems[0]) and receive (elems[1]) buffers at n ranks. */
-void chorus__call_elems(const coll_args_t *a, size_t n, size_t elems[2]);
 /*
  * The checks of opts: struct_size, flags outside allowed, priority. Writes
  * why and returns CHORUS_ERR_INVALID_ARG when one fails.
@@ -159,6 +157,9 @@ chorus_status_t chorus__check_opts(const chorus_opts_t *opts, uint32_t allowed, 
                                    size_t why_len);
 /* opts->flags where the caller's struct_size covers it, else 0 (opts may be NULL). */
 uint32_t chorus__opts_flags(const chorus_opts_t *opts);
+/* opts->mem_type and opts->stream where struct_size covers them; else AUTO and NULL. */
+int chorus__opts_mem(const chorus_opts_t *opts);
+void *chorus__opts_stream(const chorus_opts_t *opts);
 /* How a refused collective is run here all the same (refusal.h). */
 typedef struct {
     int shape_ok;               /* only its buffers or req_p were refused: the rest is valid */

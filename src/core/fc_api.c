@@ -10,6 +10,7 @@
 #include "coll/fc.h"
 #include "core/comm.h"
 #include "core/refusal.h"
+#include "reduce/device.h"
 #include "util/log.h"
 #include "util/mem_bound.h"
 
@@ -91,6 +92,12 @@ static chorus_status_t fc_check(chorus_comm_t comm, const coll_fc_args_t *a,
         snprintf(why, len, "invalid argument opts->flags=0x%x: CHORUS_FLAG_FC_LATE and "
                  "CHORUS_FLAG_FC_ALLREDUCE exclude each other", opts->flags);
         status = CHORUS_ERR_INVALID_ARG;
+    }
+    if (status == CHORUS_OK &&
+        (chorus__opts_mem(opts) == CHORUS_MEM_CUDA || chorus__opts_stream(opts) != NULL ||
+         chorus__device_ptr(a->x) || chorus__device_ptr(a->e) || chorus__device_ptr(a->grad))) {
+        snprintf(why, len, "chorus_fc_weight_grad takes host buffers only, without a stream");
+        status = CHORUS_ERR_UNSUPPORTED;
     }
     return status;
 }

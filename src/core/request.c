@@ -244,8 +244,13 @@ static chorus_status_t call_inline(chorus_comm_t comm, const coll_args_t *args,
     return status;
 }
 
-/* Number, build and post a call (in the setup space when setup). */
+/*
+ * Number, build and post a call (in the setup space when setup). The
+ * algorithm's task runs run: args itself, or args staged to the host, when
+ * staged (owned from here on) wraps the task with the copies.
+ */
 static chorus_status_t call_post(chorus_comm_t comm, const coll_args_t *args,
+                                 const coll_args_t *run, coll_staged_t *staged,
                                  const coll_alg_t *alg, int blocking, int setup,
                                  chorus_request_t *req_p)
 {
@@ -259,7 +264,11 @@ static chorus_status_t call_post(chorus_comm_t comm, const coll_args_t *args,
 
     pthread_mutex_lock(&comm->post_lock);
     seq = setup ? comm->setup_seq : atomic_load(&comm->next_seq);
-    status = call_task(comm, args, alg, seq, setup, &task, &via);
+    status = call_task(comm, run, alg, seq, setup, &task, &via);
+    if (status == CHORUS_OK && staged != NULL) {
+        task = coll_staged_task(staged, task);
+        staged = NULL;
+    }
     if (status == CHORUS_OK && blocking && (task->flags & CHORUS__TASK_INLINE)) {
         int idle = 0;
 
@@ -280,6 +289,7 @@ static chorus_status_t call_post(chorus_comm_t comm, const coll_args_t *args,
     pthread_mutex_unlock(&comm->post_lock);
     if (status != CHORUS_OK) {
         chorus__task_finalize(task);
+        coll_staged_free(staged);
         return status;
     }
     if (run_here) {
@@ -297,12 +307,20 @@ chorus_status_t chorus__call(chorus_comm_t comm, const coll_args_t *args, int bl
     chorus_status_t status = chorus__ctx_error(comm->ctx);
     const coll_alg_t *alg;
 
+    coll_staged_t *staged = NULL;
+    coll_args_t host;
+
     if (status != CHORUS_OK)
         return status;
-    alg = call_select(comm, args);
-    if (alg == NULL)
+    /* Device buffers: a host algorithm runs on page-locked copies of them. */
+    if (args->mem == COLL_MEM_CUDA && (status = coll_staged_begin(args, &host, &staged)) != CHORUS_OK)
+        return status;
+    alg = call_select(comm, staged != NULL ? &host : args);
+    if (alg == NULL) {
+        coll_staged_free(staged);
         return CHORUS_ERR_UNSUPPORTED;
-    return call_post(comm, args, alg, blocking, 0, req_p);
+    }
+    return call_post(comm, args, staged != NULL ? &host : args, staged, alg, blocking, 0, req_p);
 }
 
 /* chorus__call_made; shape and wire: the call as a plain collective, or shape NULL. */
@@ -352,9 +370,22 @@ static chorus_status_t compressed_make(chorus_comm_t comm, void *arg, uint64_t t
                                        chorus__task_t **task_p)
 {
     const compressed_call_t *c = arg;
+    coll_staged_t *staged = NULL;
+    coll_args_t host;
+    chorus_status_t status;
 
-    return coll_compressed_task(c->args, c->wire, &comm->env, &comm->port.port,
-                                          tag_base, &comm->ctx->scratch_pool, NULL, task_p);
+    /* Device buffers: the compressed call runs on page-locked copies of them. */
+    if (c->args->mem == COLL_MEM_CUDA &&
+        (status = coll_staged_begin(c->args, &host, &staged)) != CHORUS_OK)
+        return status;
+    status = coll_compressed_task(staged != NULL ? &host : c->args, c->wire, &comm->env,
+                                  &comm->port.port, tag_base, &comm->ctx->scratch_pool, NULL,
+                                  task_p);
+    if (status != CHORUS_OK)
+        coll_staged_free(staged);
+    else if (staged != NULL)
+        *task_p = coll_staged_task(staged, *task_p);
+    return status;
 }
 
 chorus_status_t chorus__call_compressed(chorus_comm_t comm, const coll_args_t *args,
@@ -446,7 +477,7 @@ static chorus_status_t scratch_build(scratch_call_t *t, const coll_args_t *shape
     run.size = comm->size;
     run.chunk_bytes = comm->ctx->cfg.chunk_bytes;
     run.mem = COLL_MEM_HOST;
-    chorus__call_elems(&run, (size_t)comm->size, elems);
+    coll_args_elems(&run, (size_t)comm->size, elems);
     /* calloc: pages that the call only reads cost nothing. */
     if (run.count > SIZE_MAX / esize / (size_t)comm->size ||
         (t->scratch[0] = calloc(1, elems[0] * esize + 1)) == NULL ||
@@ -713,7 +744,7 @@ chorus_status_t chorus__call_setup(chorus_comm_t comm, const coll_args_t *args,
                                    const coll_alg_t *alg)
 {
     chorus_request_t req;
-    chorus_status_t status = call_post(comm, args, alg, 0, 1, &req);
+    chorus_status_t status = call_post(comm, args, args, NULL, alg, 0, 1, &req);
 
     return status == CHORUS_OK ? chorus_request_free(req) : status;
 }

@@ -232,6 +232,8 @@ static chorus_status_t submit_check(chorus_engine_t engine, const char *name, co
                                     const chorus_opts_t *opts, chorus_request_t *req_p,
                                     char *why, size_t why_len)
 {
+    chorus_status_t status;
+
     if (engine == NULL) {
         snprintf(why, why_len, "invalid argument engine=NULL");
         return CHORUS_ERR_INVALID_ARG;
@@ -246,7 +248,13 @@ static chorus_status_t submit_check(chorus_engine_t engine, const char *name, co
                  ENGINE_NAME_MAX);
         return CHORUS_ERR_INVALID_ARG;
     }
-    return chorus__check_call(engine->comm, args, opts, why, why_len);
+    status = chorus__check_call(engine->comm, args, opts, why, why_len);
+    if (status == CHORUS_OK && args->mem != COLL_MEM_HOST) {
+        snprintf(why, why_len, "tensor '%s': the engine takes host buffers only, without a "
+                 "stream (CUDA device memory goes through the direct collectives)", name);
+        return CHORUS_ERR_UNSUPPORTED;
+    }
+    return status;
 }
 
 /* File sub under its name (engine lock held); a status other than OK when it cannot go. */

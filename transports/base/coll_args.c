@@ -1,4 +1,4 @@
-/* Names of the collectives and memory types; the bytes a call moves. */
+/* Names of the collectives and memory types; the bytes and elements a call moves. */
 #include "transports/base/coll_args.h"
 
 #include <strings.h>
@@ -50,5 +50,26 @@ size_t coll_args_bytes(const coll_args_t *args)
         return 0;
     default:
         return bytes;
+    }
+}
+
+void coll_args_elems(const coll_args_t *a, size_t n, size_t elems[2])
+{
+    elems[0] = elems[1] = a->count;
+    switch (a->coll) {
+    case COLL_ALLGATHER:
+        elems[1] = a->count * n;
+        break;
+    case COLL_REDUCE_SCATTER:
+        elems[0] = a->count * n;
+        break;
+    case COLL_ALLTOALL:
+        elems[0] = elems[1] = a->count * n;
+        break;
+    case COLL_BARRIER:
+        elems[0] = elems[1] = 0;
+        break;
+    default:
+        break;
     }
 }

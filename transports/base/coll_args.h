@@ -34,7 +34,7 @@ coll_type_t coll_type_from_name(const char *name);
 /* Where a call's buffers live. Selection tables are kept per memory type. */
 typedef enum {
     COLL_MEM_HOST = 0,
-    COLL_MEM_CUDA,          /* reserved: no algorithm serves device memory yet */
+    COLL_MEM_CUDA,          /* a buffer is CUDA device memory: the call is staged (coll.h) */
     COLL_MEM_TYPE_COUNT
 } coll_mem_t;
 
@@ -69,6 +69,7 @@ typedef struct {
     coll_mem_t mem;
     const size_t *counts;   /* v-forms only: [size] elements per block; NULL otherwise */
     const size_t *displs;   /* v-forms only: [size] first element of each block */
+    void *stream;           /* CUDA stream the call is ordered on (a cudaStream_t), or NULL */
 } coll_args_t;
 
 /* Elements of rank j's block: counts[j] in a v-form, else count. */
@@ -81,6 +82,21 @@ static inline size_t coll_args_block(const coll_args_t *a, int j)
 static inline size_t coll_args_displ(const coll_args_t *a, int j)
 {
     return a->displs != NULL ? a->displs[j] : (size_t)j * a->count;
+}
+
+/* Elements of a call's send (elems[0]) and receive (elems[1]) buffers at n ranks. */
+void coll_args_elems(const coll_args_t *a, size_t n, size_t elems[2]);
+
+/* Whether this rank reads its sendbuf (not a broadcast's non-root). */
+static inline int coll_args_reads_send(const coll_args_t *a)
+{
+    return !(a->coll == COLL_BROADCAST && a->rank != a->root);
+}
+
+/* Whether this rank writes its recvbuf (not a reduce's non-root). */
+static inline int coll_args_writes_recv(const coll_args_t *a)
+{
+    return !(a->coll == COLL_REDUCE && a->rank != a->root);
 }
 
 /* Whether the collective combines values with op. */

@@ -1,0 +1,273 @@
+/*
+ * Calls on CUDA device buffers, run by the host algorithms on page-locked
+ * copies: one task that
+ *
+ *   1. copies what this rank's call reads (its sendbuf) from the device,
+ *   2. runs the host algorithm's task on the copies,
+ *   3. copies what the call writes (its recvbuf) back to the device,
+ *
+ * each copy on the call's stream (the caller's, or the library's own), and
+ * polls the copies' events, so no thread blocks on the device. Only this
+ * rank's buffers are staged: the other ranks of the call see a host call,
+ * whatever memory theirs is in.
+ *
+ * A buffer in host memory is used where it is. When both buffers are on
+ * the device and overlap (the in-place layouts), one staging block holds
+ * both at the same distance apart, so the algorithm sees the in-place call.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll/coll.h"
+#include "reduce/device.h"
+#include "util/log.h"
+
+enum { STAGED_COPY_IN, STAGED_RUN, STAGED_COPY_OUT, STAGED_OVER };
+
+struct coll_staged {
+    chorus__task_t task;
+    chorus__task_t *inner;      /* the host algorithm's task, on the staged buffers */
+    void *stream;
+    int phase;
+    chorus_status_t fault;      /* a device error that ends the call as a fault */
+    void *event;                /* the copy in flight, or NULL */
+    char *block;                /* the page-locked staging memory, or NULL */
+    /* The device ranges the call reads and writes, and where they sit in block. */
+    const void *send_dev;
+    size_t send_bytes;
+    char *send_host;
+    void *recv_dev;
+    size_t recv_bytes;
+    char *recv_host;
+};
+
+#define STAGED(t) ((coll_staged_t *)(t))
+
+static void staged_release(coll_staged_t *st)
+{
+    if (st->event != NULL) {
+        /* A copy may still run into or out of the block: let it end before the block is reused. */
+        while (chorus__device_event_done(st->event) == 0)
+            chorus__device_event_wait(st->event, 1000);
+        chorus__device_event_free(st->event);
+        st->event = NULL;
+    }
+    chorus__device_pinned_put(st->block);
+    st->block = NULL;
+}
+
+chorus_status_t coll_staged_begin(const coll_args_t *args, coll_args_t *host_p,
+                                  coll_staged_t **staged_p)
+{
+    size_t esize = chorus_dtype_size(args->dtype), elems[2], bytes = 0;
+    uintptr_t s = (uintptr_t)args->sendbuf, r = (uintptr_t)args->recvbuf, lo = 0;
+    int send_dev, recv_dev, shared = 0;
+    coll_staged_t *st;
+
+    coll_args_elems(args, (size_t)args->size, elems);
+    st = calloc(1, sizeof(*st));
+    if (st == NULL)
+        return CHORUS_ERR_NO_MEMORY;
+    st->stream = args->stream;
+    *host_p = *args;
+    host_p->mem = COLL_MEM_HOST;
+    host_p->stream = NULL;
+    send_dev = coll_args_reads_send(args) && elems[0] > 0 && chorus__device_ptr(args->sendbuf);
+    recv_dev = coll_args_writes_recv(args) && elems[1] > 0 && chorus__device_ptr(args->recvbuf);
+    if (send_dev) {
+        st->send_dev = args->sendbuf;
+        st->send_bytes = elems[0] * esize;
+    }
+    if (recv_dev) {
+        st->recv_dev = args->recvbuf;
+        st->recv_bytes = elems[1] * esize;
+    }
+    /* Overlapping device ranges share one stretch of the block, at the same distance apart. */
+    shared = send_dev && recv_dev && s < r + st->recv_bytes && r < s + st->send_bytes;
+    if (shared) {
+        uintptr_t hi = s + st->send_bytes > r + st->recv_bytes ? s + st->send_bytes
+                                                               : r + st->recv_bytes;
+
+        lo = s < r ? s : r;
+        bytes = (size_t)(hi - lo);
+    } else {
+        bytes = st->send_bytes + st->recv_bytes;
+    }
+    if (bytes > 0) {
+        st->block = chorus__device_pinned_get(bytes);
+        if (st->block == NULL) {
+            free(st);
+            chorus_error("rank %d: no page-locked memory for a %s of %zu bytes on the device",
+                         args->rank, coll_type_name(args->coll), bytes);
+            return CHORUS_ERR_NO_MEMORY;
+        }
+    }
+    /* A buffer this rank does not touch (a broadcast's non-root sendbuf, a reduce's non-root
+       recvbuf) goes to the algorithm as NULL, which those calls allow, never as device memory. */
+    if (!coll_args_reads_send(args) && chorus__device_ptr(args->sendbuf))
+        host_p->sendbuf = NULL;
+    if (!coll_args_writes_recv(args) && chorus__device_ptr(args->recvbuf))
+        host_p->recvbuf = NULL;
+    if (send_dev) {
+        st->send_host = shared ? st->block + (s - lo) : st->block;
+        host_p->sendbuf = st->send_host;
+    }
+    if (recv_dev) {
+        st->recv_host = shared ? st->block + (r - lo) : st->block + st->send_bytes;
+        host_p->recvbuf = st->recv_host;
+    }
+    *staged_p = st;
+    return CHORUS_OK;
+}
+
+void coll_staged_free(coll_staged_t *st)
+{
+    if (st == NULL)
+        return;
+    staged_release(st);
+    chorus__task_finalize(st->inner);
+    free(st);
+}
+
+/* Start a copy of bytes (nothing when 0); its event is then polled. */
+static chorus_status_t staged_copy(coll_staged_t *st, void *dst, const void *src, size_t bytes)
+{
+    if (bytes == 0)
+        return CHORUS_OK;
+    return chorus__device_copy_start(dst, src, bytes, st->stream, &st->event);
+}
+
+/*
+ * A device error fails the context (progress returns it) rather than the
+ * post: the other ranks' calls wait for this one, and a fault is what tells
+ * them it is gone.
+ */
+static chorus_status_t staged_post(chorus__task_t *task)
+{
+    coll_staged_t *st = STAGED(task);
+
+    st->phase = STAGED_COPY_IN;
+    if (st->send_dev == NULL && st->stream != NULL)
+        /* Nothing to copy in: still wait for the stream's earlier work to finish. */
+        st->fault = chorus__device_event_record(st->stream, &st->event);
+    else
+        st->fault = staged_copy(st, st->send_host, st->send_dev, st->send_bytes);
+    return CHORUS_OK;
+}
+
+/* 1 when the copy in flight (if any) is done, 0 while it runs, < 0 when it failed. */
+static int staged_copy_done(coll_staged_t *st)
+{
+    int rc;
+
+    if (st->event == NULL)
+        return 1;
+    rc = chorus__device_event_done(st->event);
+    if (rc == 1) {
+        chorus__device_event_free(st->event);
+        st->event = NULL;
+    }
+    return rc;
+}
+
+/* The call is over with status (CHORUS_OK or the error that ended it). */
+static int staged_over(coll_staged_t *st, chorus_status_t status)
+{
+    st->phase = STAGED_OVER;
+    st->task.status = status;
+    return 1;
+}
+
+static int staged_progress(chorus__task_t *task)
+{
+    coll_staged_t *st = STAGED(task);
+    chorus_status_t status;
+    int rc;
+
+    if (st->fault != CHORUS_OK)
+        return (int)st->fault;
+    switch (st->phase) {
+    case STAGED_COPY_IN:
+        rc = staged_copy_done(st);
+        if (rc <= 0)
+            return rc;
+        st->phase = STAGED_RUN;
+        status = chorus__task_post(st->inner);
+        if (status != CHORUS_OK)
+            return staged_over(st, status);
+        /* fall through */
+    case STAGED_RUN:
+        rc = chorus__task_progress(st->inner);
+        if (rc <= 0)
+            return rc;
+        if (st->inner->status != CHORUS_OK)
+            return staged_over(st, st->inner->status);
+        st->phase = STAGED_COPY_OUT;
+        st->fault = staged_copy(st, st->recv_dev, st->recv_host, st->recv_bytes);
+        if (st->fault != CHORUS_OK)
+            return (int)st->fault;
+        /* fall through */
+    case STAGED_COPY_OUT:
+        rc = staged_copy_done(st);
+        if (rc <= 0)
+            return rc;
+        return staged_over(st, CHORUS_OK);
+    default:
+        return 1;
+    }
+}
+
+/* A copy in flight is this task's own to wait on; the algorithm's waits are the inner's. */
+static int staged_wait(chorus__task_t *task, unsigned max_us)
+{
+    coll_staged_t *st = STAGED(task);
+
+    if (st->phase == STAGED_RUN)
+        return chorus__task_wait(st->inner, max_us);
+    if (st->event == NULL || st->fault != CHORUS_OK)
+        return 0;
+    chorus__device_event_wait(st->event, max_us);
+    return 1;
+}
+
+static void staged_skip(chorus__task_t *task, chorus_status_t status)
+{
+    coll_staged_t *st = STAGED(task);
+
+    chorus__task_skip(st->inner, status);
+    st->phase = STAGED_OVER;
+}
+
+static void staged_fail(chorus__task_t *task, chorus_status_t status)
+{
+    chorus__task_fail(STAGED(task)->inner, status);
+}
+
+static void staged_finalize(chorus__task_t *task)
+{
+    coll_staged_free(STAGED(task));
+}
+
+static const char *staged_served_by(const chorus__task_t *task)
+{
+    return chorus__task_served_by(STAGED(task)->inner);
+}
+
+static const chorus__task_ops_t staged_ops = {
+    .name = "staged",
+    .post = staged_post,
+    .progress = staged_progress,
+    .wait = staged_wait,
+    .skip = staged_skip,
+    .fail = staged_fail,
+    .finalize = staged_finalize,
+    .served_by = staged_served_by,
+};
+
+chorus__task_t *coll_staged_task(coll_staged_t *st, chorus__task_t *inner)
+{
+    st->inner = inner;
+    /* Polling the copies' events needs no transport: inline when the algorithm is. */
+    chorus__task_init(&st->task, &staged_ops, inner->flags & CHORUS__TASK_INLINE);
+    return &st->task;
+}
