@@ -17,6 +17,7 @@
 #include "coll/select.h"
 #include "config.h"
 #include "core/core_config.h"
+#include "reduce/device.h"
 #include "reduce/reduce.h"
 #include "tools/tool_version.h"
 #include "topology/layout.h"
@@ -67,6 +68,11 @@ static void print_summary(void)
         printf(", %s (collectives of ranks on one node)", tl_coll_all[i]->name);
     printf("\n");
     printf("reduction kernels: %s\n", chorus__reduce_isa());
+    if (chorus__device_built())
+        printf("cuda: %s\n", chorus__device_present()
+                                 ? "a device is visible; device buffers are staged through "
+                                   "page-locked host memory"
+                                 : "built in; this process sees no device");
     printf("dtypes:");
     for (int d = 0; d < CHORUS_DTYPE_COUNT; d++)
         printf(" %s", chorus_dtype_name((chorus_dtype_t)d));

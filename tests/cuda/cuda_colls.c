@@ -1,0 +1,416 @@
+/*
+ * Every collective with CUDA device buffers, checked bit for bit against the
+ * same call on host buffers (the host path is checked exactly elsewhere):
+ * every dtype and op, odd counts, in place, blocking and non-blocking,
+ * device buffers on every rank, on some ranks only, and for one side of a
+ * call only; then stream ordering, a sub-communicator, and the refusals.
+ * Run under chorus-run; every rank uses device rank % devices, so several
+ * ranks share one GPU. Exits 77 on every rank when there is no device.
+ *
+ *   chorus-run -n 4 tests/cuda/cuda_colls [--quick]
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <chorus.h>
+#include <cuda_runtime_api.h>
+
+static int rank, size, failures, checks;
+/* Device memory of the matrix, allocated once: the in-place buffer, the send and receive ones. */
+static char *dev_region[3];
+#define MAX_COUNT 65537
+
+#define CUDA_OK(call)                                                                    \
+    do {                                                                                 \
+        cudaError_t err_ = (call);                                                       \
+        if (err_ != cudaSuccess) {                                                       \
+            fprintf(stderr, "rank %d: %s:%d: %s: %s\n", rank, __FILE__, __LINE__, #call, \
+                    cudaGetErrorString(err_));                                           \
+            exit(1);                                                                     \
+        }                                                                                \
+    } while (0)
+
+static void fail(const char *fmt, const char *what, chorus_dtype_t dt, chorus_op_t op,
+                 size_t count, const char *how)
+{
+    failures++;
+    if (failures <= 20) {
+        fprintf(stderr, "rank %d: FAIL %s %s %s count=%zu %s: ", rank, what,
+                chorus_dtype_name(dt), chorus_op_name(op), count, how);
+        fprintf(stderr, "%s\n", fmt);
+    }
+}
+
+/* Deterministic input: small values so that prod and sum stay exact in every dtype. */
+static void fill(void *buf, size_t n, chorus_dtype_t dt, int seed)
+{
+    for (size_t i = 0; i < n; i++) {
+        int v = (int)((i * 7 + (size_t)seed * 13) % 5) + 1 - (int)(i % 3 == 0) * 2;
+        switch (dt) {
+        case CHORUS_INT8: ((int8_t *)buf)[i] = (int8_t)v; break;
+        case CHORUS_UINT8: ((uint8_t *)buf)[i] = (uint8_t)(v + 2); break;
+        case CHORUS_INT32: ((int32_t *)buf)[i] = v * 1000; break;
+        case CHORUS_UINT32: ((uint32_t *)buf)[i] = (uint32_t)(v + 2) * 1000u; break;
+        case CHORUS_INT64: ((int64_t *)buf)[i] = (int64_t)v << 33; break;
+        case CHORUS_UINT64: ((uint64_t *)buf)[i] = (uint64_t)(v + 2) << 33; break;
+        case CHORUS_FLOAT16: ((uint16_t *)buf)[i] = (uint16_t)(0x3C00 + v * 0x40 + (int)i % 7); break;
+        case CHORUS_BFLOAT16: ((uint16_t *)buf)[i] = (uint16_t)(0x3F80 + v * 8 + (int)i % 5); break;
+        case CHORUS_FLOAT32: ((float *)buf)[i] = (float)v * 0.37f + (float)i * 1e-3f; break;
+        case CHORUS_FLOAT64: ((double *)buf)[i] = (double)v * 0.37 + (double)i * 1e-7; break;
+        default: break;
+        }
+    }
+}
+
+enum { COLL_AR, COLL_AG, COLL_BC, COLL_RS, COLL_RD, COLL_A2A, COLL_BAR, COLL_N };
+static const char *const coll_names[COLL_N] = {"allreduce", "allgather", "broadcast",
+                                               "reduce_scatter", "reduce", "alltoall",
+                                               "barrier"};
+
+/* Elements of the send and receive buffers of coll at count. */
+static void sizes(int coll, size_t count, size_t *send, size_t *recv)
+{
+    size_t n = (size_t)size;
+
+    *send = *recv = count;
+    if (coll == COLL_AG)
+        *recv = count * n;
+    if (coll == COLL_RS)
+        *send = count * n;
+    if (coll == COLL_A2A)
+        *send = *recv = count * n;
+}
+
+static chorus_status_t run(int coll, const void *s, void *r, size_t count, chorus_dtype_t dt,
+                           chorus_op_t op, int root, chorus_comm_t comm,
+                           const chorus_opts_t *opts, int nonblocking)
+{
+    chorus_request_t req = NULL;
+    chorus_status_t st;
+
+    switch (coll) {
+    case COLL_AR:
+        st = nonblocking ? chorus_iallreduce(s, r, count, dt, op, comm, opts, &req)
+                         : chorus_allreduce(s, r, count, dt, op, comm, opts);
+        break;
+    case COLL_AG:
+        st = nonblocking ? chorus_iallgather(s, r, count, dt, comm, opts, &req)
+                         : chorus_allgather(s, r, count, dt, comm, opts);
+        break;
+    case COLL_BC:
+        st = nonblocking ? chorus_ibroadcast(s, r, count, dt, root, comm, opts, &req)
+                         : chorus_broadcast(s, r, count, dt, root, comm, opts);
+        break;
+    case COLL_RS:
+        st = nonblocking ? chorus_ireduce_scatter(s, r, count, dt, op, comm, opts, &req)
+                         : chorus_reduce_scatter(s, r, count, dt, op, comm, opts);
+        break;
+    case COLL_RD:
+        st = nonblocking ? chorus_ireduce(s, r, count, dt, op, root, comm, opts, &req)
+                         : chorus_reduce(s, r, count, dt, op, root, comm, opts);
+        break;
+    case COLL_A2A:
+        st = nonblocking ? chorus_ialltoall(s, r, count, dt, comm, opts, &req)
+                         : chorus_alltoall(s, r, count, dt, comm, opts);
+        break;
+    default:
+        st = nonblocking ? chorus_ibarrier(comm, opts, &req) : chorus_barrier(comm, opts);
+        break;
+    }
+    if (st == CHORUS_OK && req != NULL)
+        st = chorus_request_wait(req);
+    if (req != NULL)
+        chorus_request_free(req);
+    return st;
+}
+
+/*
+ * One case: the call on host buffers, then on buffers where this rank's
+ * side is on the device when dev_send/dev_recv say so; the results must be
+ * the same bits.
+ */
+static void one_case(chorus_comm_t comm, int coll, chorus_dtype_t dt, chorus_op_t op,
+                     size_t count, int in_place, int dev_send, int dev_recv, int nonblocking)
+{
+    size_t es = chorus_dtype_size(dt), ns, nr, sb, rb, total;
+    int root = (int)(count % (size_t)size);
+    char how[96];
+    char *hs, *hr, *ref, *got, *dbuf_s = NULL, *dbuf_r = NULL, *dev_one = NULL;
+    const void *s;
+    void *r;
+    chorus_status_t st;
+
+    sizes(coll, count, &ns, &nr);
+    sb = ns * es;
+    rb = nr * es;
+    total = sb > rb ? sb : rb;
+    snprintf(how, sizeof(how), "%s%s dev_send=%d dev_recv=%d", in_place ? "in-place " : "",
+             nonblocking ? "non-blocking" : "blocking", dev_send, dev_recv);
+    hs = malloc(total + 1);
+    hr = malloc(total + 1);
+    ref = malloc(total + 1);
+    got = malloc(total + 1);
+    fill(hs, total / es, dt, rank);
+    memset(hr, 0x5A, total);
+
+    /* The reference on the host. */
+    if (in_place) {
+        memcpy(ref, hs, total);
+        if (coll == COLL_AG)
+            memcpy(ref + (size_t)rank * sb, hs, sb);
+        s = coll == COLL_AG ? ref + (size_t)rank * sb : ref;
+        r = coll == COLL_RS ? ref + (size_t)rank * rb : ref;
+    } else {
+        memcpy(ref, hr, total);
+        s = hs;
+        r = ref;
+    }
+    st = run(coll, s, r, count, dt, op, root, comm, NULL, nonblocking);
+    checks++;
+    if (st != CHORUS_OK) {
+        fail(chorus_status_string(st), coll_names[coll], dt, op, count, "host reference");
+        goto out;
+    }
+
+    /* The same call with this rank's buffers on the device as asked. */
+    if (in_place) {
+        /* One buffer holds both sides: it is on the device when either side is. */
+        char *one = got;
+
+        memcpy(got, hs, total);
+        if (coll == COLL_AG)
+            memcpy(got + (size_t)rank * sb, hs, sb);
+        if (dev_send || dev_recv) {
+            dev_one = one = dev_region[0];
+            CUDA_OK(cudaMemcpy(dev_one, got, total, cudaMemcpyHostToDevice));
+        }
+        s = coll == COLL_AG ? one + (size_t)rank * sb : one;
+        r = coll == COLL_RS ? one + (size_t)rank * rb : one;
+    } else {
+        if (dev_send) {
+            dbuf_s = dev_region[1];
+            CUDA_OK(cudaMemcpy(dbuf_s, hs, sb, cudaMemcpyHostToDevice));
+        }
+        if (dev_recv) {
+            dbuf_r = dev_region[2];
+            CUDA_OK(cudaMemcpy(dbuf_r, hr, rb, cudaMemcpyHostToDevice));
+        }
+        memcpy(got, hr, total);
+        s = dev_send ? dbuf_s : hs;
+        r = dev_recv ? dbuf_r : got;
+    }
+    st = run(coll, s, r, count, dt, op, root, comm, NULL, nonblocking);
+    checks++;
+    if (st != CHORUS_OK) {
+        fail(chorus_status_string(st), coll_names[coll], dt, op, count, how);
+        goto out;
+    }
+    if (dev_one != NULL)
+        CUDA_OK(cudaMemcpy(got, dev_one, total, cudaMemcpyDeviceToHost));
+    else if (dev_recv)
+        CUDA_OK(cudaMemcpy(got, dbuf_r, rb, cudaMemcpyDeviceToHost));
+    /* A reduce's non-root receives nothing: its buffer must be untouched either way. */
+    if (memcmp(got, ref, in_place ? total : rb) != 0) {
+        size_t at = 0;
+        char why[96];
+
+        while (got[at] == ref[at])
+            at++;
+        snprintf(why, sizeof(why), "differs from the host call from byte %zu (0x%02x, not 0x%02x)",
+                 at, (unsigned char)got[at], (unsigned char)ref[at]);
+        fail(why, coll_names[coll], dt, op, count, how);
+    }
+out:
+    free(hs);
+    free(hr);
+    free(ref);
+    free(got);
+}
+
+static void matrix(chorus_comm_t comm, int quick)
+{
+    static const size_t counts[] = {1, 7, 1000, MAX_COUNT};
+    static const chorus_op_t ops[] = {CHORUS_SUM, CHORUS_PROD, CHORUS_MIN, CHORUS_MAX,
+                                      CHORUS_AVG};
+    int ncounts = quick ? 2 : 4;
+
+    for (int coll = 0; coll < COLL_N; coll++) {
+        int reduces = coll == COLL_AR || coll == COLL_RS || coll == COLL_RD;
+
+        for (int dt = 0; dt < CHORUS_DTYPE_COUNT; dt++) {
+            for (int o = 0; o < (reduces ? 5 : 1); o++) {
+                for (int c = 0; c < (coll == COLL_BAR ? 1 : ncounts); c++) {
+                    for (int mix = 0; mix < 4; mix++) {
+                        /* 0: both sides on the device; 1, 2: one side; 3: even ranks only. */
+                        int ds = mix == 0 || mix == 1 || (mix == 3 && rank % 2 == 0);
+                        int dr = mix == 0 || mix == 2 || (mix == 3 && rank % 2 == 0);
+
+                        one_case(comm, coll, (chorus_dtype_t)dt, ops[o], counts[c], 0, ds, dr,
+                                 (c + mix) % 2);
+                        if (mix == 0 || mix == 3)
+                            one_case(comm, coll, (chorus_dtype_t)dt, ops[o], counts[c], 1, ds,
+                                     dr, (c + mix + 1) % 2);
+                    }
+                }
+            }
+        }
+    }
+}
+
+static void pause_ms(void *arg)
+{
+    usleep((useconds_t)(uintptr_t)arg * 1000u);
+}
+
+/*
+ * The input is written on a stream behind 200 ms of other work; a call
+ * ordered on that stream must see it, not what the buffer held before.
+ */
+static void stream_order(chorus_comm_t comm)
+{
+    const size_t n = 1 << 20;
+    float *host, *dev;
+    cudaStream_t stream;
+    chorus_opts_t opts = CHORUS_OPTS_INIT;
+    chorus_status_t st;
+    int bad = 0;
+
+    CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    CUDA_OK(cudaMallocHost((void **)&host, n * sizeof(float)));
+    CUDA_OK(cudaMalloc((void **)&dev, n * sizeof(float)));
+    CUDA_OK(cudaMemset(dev, 0, n * sizeof(float)));
+    for (size_t i = 0; i < n; i++)
+        host[i] = (float)(rank + 1);
+    CUDA_OK(cudaLaunchHostFunc(stream, pause_ms, (void *)(uintptr_t)200));
+    CUDA_OK(cudaMemcpyAsync(dev, host, n * sizeof(float), cudaMemcpyHostToDevice, stream));
+    opts.stream = stream;
+    st = chorus_allreduce(dev, dev, n, CHORUS_FLOAT32, CHORUS_SUM, comm, &opts);
+    CUDA_OK(cudaStreamSynchronize(stream));
+    CUDA_OK(cudaMemcpy(host, dev, n * sizeof(float), cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < n; i++)
+        bad += host[i] != (float)(size * (size + 1) / 2);
+    checks++;
+    if (st != CHORUS_OK || bad)
+        fail(st != CHORUS_OK ? chorus_status_string(st) : "result not ordered after the stream",
+             "allreduce", CHORUS_FLOAT32, CHORUS_SUM, n, "stream");
+
+    /* Host buffers with a stream: the call waits for the stream too. */
+    for (size_t i = 0; i < n; i++)
+        host[i] = -1.0f;
+    CUDA_OK(cudaLaunchHostFunc(stream, pause_ms, (void *)(uintptr_t)200));
+    CUDA_OK(cudaMemcpyAsync(host, dev, n * sizeof(float), cudaMemcpyDeviceToHost, stream));
+    st = chorus_allreduce(host, host, n, CHORUS_FLOAT32, CHORUS_MAX, comm, &opts);
+    bad = 0;
+    for (size_t i = 0; i < n; i++)
+        bad += host[i] != (float)(size * (size + 1) / 2);
+    checks++;
+    if (st != CHORUS_OK || bad)
+        fail(st != CHORUS_OK ? chorus_status_string(st) : "host call not ordered after stream",
+             "allreduce", CHORUS_FLOAT32, CHORUS_MAX, n, "stream, host buffers");
+    cudaFree(dev);
+    cudaFreeHost(host);
+    cudaStreamDestroy(stream);
+}
+
+/* Halves of the ranks, each allreducing device buffers on its own communicator. */
+static void split(chorus_comm_t comm)
+{
+    chorus_comm_t half = NULL;
+    const size_t n = 4099;
+    double *host = malloc(n * sizeof(double)), *dev;
+    int hsize, expect = 0;
+    chorus_status_t st = chorus_comm_split(comm, rank % 2, rank, &half);
+
+    checks++;
+    if (st != CHORUS_OK) {
+        fail(chorus_status_string(st), "split", CHORUS_FLOAT64, CHORUS_SUM, 0, "");
+        free(host);
+        return;
+    }
+    hsize = chorus_comm_size(half);
+    for (int r = rank % 2; r < size; r += 2)
+        expect += r;
+    for (size_t i = 0; i < n; i++)
+        host[i] = (double)rank;
+    CUDA_OK(cudaMalloc((void **)&dev, n * sizeof(double)));
+    CUDA_OK(cudaMemcpy(dev, host, n * sizeof(double), cudaMemcpyHostToDevice));
+    st = chorus_allreduce(dev, dev, n, CHORUS_FLOAT64, CHORUS_SUM, half, NULL);
+    CUDA_OK(cudaMemcpy(host, dev, n * sizeof(double), cudaMemcpyDeviceToHost));
+    checks++;
+    if (st != CHORUS_OK || host[0] != (double)expect || host[n - 1] != (double)expect)
+        fail("wrong sum on the half communicator", "allreduce", CHORUS_FLOAT64, CHORUS_SUM, n,
+             hsize > 0 ? "split" : "split (empty)");
+    cudaFree(dev);
+    free(host);
+    chorus_comm_destroy(half);
+}
+
+/* Refusals: a bad mem_type, and the engine, which takes host buffers only. */
+static void refusals(chorus_comm_t comm)
+{
+    chorus_opts_t opts = CHORUS_OPTS_INIT;
+    float *dev, x = 1.0f;
+    chorus_engine_t engine;
+    chorus_request_t req = NULL;
+    chorus_status_t st;
+
+    opts.mem_type = 7;
+    st = chorus_allreduce(&x, &x, 1, CHORUS_FLOAT32, CHORUS_SUM, comm, &opts);
+    checks++;
+    if (st != CHORUS_ERR_INVALID_ARG)
+        fail(chorus_status_string(st), "allreduce", CHORUS_FLOAT32, CHORUS_SUM, 1,
+             "mem_type=7 must be refused");
+    CUDA_OK(cudaMalloc((void **)&dev, sizeof(float)));
+    st = chorus_engine_create(comm, NULL, &engine);
+    checks++;
+    if (st != CHORUS_OK) {
+        fail(chorus_status_string(st), "engine_create", CHORUS_FLOAT32, CHORUS_SUM, 1, "");
+    } else {
+        st = chorus_engine_allreduce(engine, "dev", dev, dev, 1, CHORUS_FLOAT32, CHORUS_SUM,
+                                     NULL, &req);
+        checks++;
+        if (st != CHORUS_ERR_UNSUPPORTED)
+            fail(chorus_status_string(st), "engine_allreduce", CHORUS_FLOAT32, CHORUS_SUM, 1,
+                 "device tensor must be refused");
+        if (st == CHORUS_OK && req != NULL) {
+            chorus_request_wait(req);
+            chorus_request_free(req);
+        }
+        chorus_engine_destroy(engine);
+    }
+    cudaFree(dev);
+}
+
+int main(int argc, char **argv)
+{
+    chorus_comm_t comm;
+    int devices = 0, quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+    chorus_status_t st;
+
+    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+        printf("cuda_colls: no CUDA device, skipped\n");
+        return 77;
+    }
+    st = chorus_comm_create_from_env(&comm);
+    if (st != CHORUS_OK) {
+        fprintf(stderr, "create: %s\n", chorus_status_string(st));
+        return 1;
+    }
+    rank = chorus_comm_rank(comm);
+    size = chorus_comm_size(comm);
+    CUDA_OK(cudaSetDevice(rank % devices));
+    for (int i = 0; i < 3; i++)
+        CUDA_OK(cudaMalloc((void **)&dev_region[i], (size_t)MAX_COUNT * 8 * (size_t)size));
+    matrix(comm, quick);
+    for (int i = 0; i < 3; i++)
+        cudaFree(dev_region[i]);
+    stream_order(comm);
+    split(comm);
+    refusals(comm);
+    printf("cuda_colls: rank %d of %d: %d checks, %d failed\n", rank, size, checks, failures);
+    chorus_comm_destroy(comm);
+    return failures ? 1 : 0;
+}
