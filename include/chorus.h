@@ -193,8 +193,9 @@ typedef struct {
  *
  * opts->stream: a collective reads its buffers only after the work queued
  * on stream before the call is done, and copies its results to device
- * buffers on stream. The call still completes as a blocking or non-blocking
- * call does: its device results are in place when it is complete.
+ * buffers on stream. A blocking call whose results all go to the device
+ * returns once its work is queued: the stream's later work sees them. A
+ * non-blocking call completes when its results are in place.
  */
 #define CHORUS_MEM_AUTO 0
 #define CHORUS_MEM_HOST 1

@@ -354,7 +354,9 @@ chorus_status_t coll_compressed_task(const coll_args_t *args, chorus_dtype_t wir
  * *host_p: args as the host algorithm runs it (mem COLL_MEM_HOST, the
  * device buffers replaced by their copies); select the algorithm and build
  * its task for *host_p, then coll_staged_task() wraps that task: copy in on
- * args->stream, run it, copy out. The staged task owns the inner task and
+ * args->stream, run it, copy out; with the caller's stream, the copies are
+ * queued on it when coll_staged_task() is called (in the calling thread,
+ * in call order). The staged task owns the inner task and
  * the copies from then on; coll_staged_free() frees a staging that never
  * got its task.
  */
@@ -362,6 +364,12 @@ typedef struct coll_staged coll_staged_t;
 chorus_status_t coll_staged_begin(const coll_args_t *args, coll_args_t *host_p,
                                   coll_staged_t **staged_p);
 chorus__task_t *coll_staged_task(coll_staged_t *staged, chorus__task_t *inner);
+/*
+ * Whether task (a staged task) has queued its whole device side on the
+ * caller's stream, result included: the stream's later work sees the
+ * result, so a blocking call may return without waiting for the task.
+ */
+int coll_staged_enqueued(const chorus__task_t *task);
 void coll_staged_free(coll_staged_t *staged);
 
 /* The algorithm of coll called name (a builder, or a team variant of a built-in transport). */

@@ -11,6 +11,14 @@
  * rank's buffers are staged: the other ranks of the call see a host call,
  * whatever memory theirs is in.
  *
+ * With the caller's stream, 1 is queued on it when the call is made, so the
+ * call reads what the stream's earlier work wrote. When the result goes to
+ * the device and the driver can make a stream wait for a word of host
+ * memory, 3 is queued then too, behind such a wait on the block's flag: the
+ * stream's later work sees the result, and the call need not be waited for
+ * (coll_staged_enqueued). The flag is stored once 2 is over, or when the
+ * call ends any other way, so the stream never waits forever.
+ *
  * A buffer in host memory is used where it is. When both buffers are on
  * the device and overlap (the in-place layouts), one staging block holds
  * both at the same distance apart, so the algorithm sees the in-place call.
@@ -24,6 +32,9 @@
 
 enum { STAGED_COPY_IN, STAGED_RUN, STAGED_COPY_OUT, STAGED_OVER };
 
+/* The block starts with the flag word, on a line of its own; the staged data follows. */
+#define STAGED_FLAG_BYTES 64
+
 struct coll_staged {
     chorus__task_t task;
     chorus__task_t *inner;      /* the host algorithm's task, on the staged buffers */
@@ -31,7 +42,10 @@ struct coll_staged {
     int phase;
     chorus_status_t fault;      /* a device error that ends the call as a fault */
     void *event;                /* the copy in flight, or NULL */
+    void *event_out;            /* enqueued: the copy out, queued behind the flag's wait */
+    int enqueued;               /* the copy out waits on the stream for the flag */
     char *block;                /* the page-locked staging memory, or NULL */
+    uint32_t *flag;             /* the block's first word: 1 once the result is in the block */
     /* The device ranges the call reads and writes, and where they sit in block. */
     const void *send_dev;
     size_t send_bytes;
@@ -43,17 +57,34 @@ struct coll_staged {
 
 #define STAGED(t) ((coll_staged_t *)(t))
 
+/* Let the stream's copy out go: the result is in the block, or the call is over without one. */
+static void staged_flag_set(coll_staged_t *st)
+{
+    if (st->flag != NULL)
+        __atomic_store_n(st->flag, 1u, __ATOMIC_RELEASE);
+}
+
+/* Wait for a copy into or out of the block to end, and free its event. */
+static void staged_event_drain(void **event_p)
+{
+    if (*event_p == NULL)
+        return;
+    while (chorus__device_event_done(*event_p) == 0)
+        chorus__device_event_wait(*event_p, 1000);
+    chorus__device_event_free(*event_p);
+    *event_p = NULL;
+}
+
 static void staged_release(coll_staged_t *st)
 {
-    if (st->event != NULL) {
-        /* A copy may still run into or out of the block: let it end before the block is reused. */
-        while (chorus__device_event_done(st->event) == 0)
-            chorus__device_event_wait(st->event, 1000);
-        chorus__device_event_free(st->event);
-        st->event = NULL;
-    }
-    chorus__device_pinned_put(st->block);
+    /* A stream still waiting on the flag copies whatever the block holds, but goes on. */
+    staged_flag_set(st);
+    staged_event_drain(&st->event);
+    staged_event_drain(&st->event_out);
+    if (st->block != NULL)
+        chorus__device_pinned_put(st->block - STAGED_FLAG_BYTES);
     st->block = NULL;
+    st->flag = NULL;
 }
 
 chorus_status_t coll_staged_begin(const coll_args_t *args, coll_args_t *host_p,
@@ -94,13 +125,16 @@ chorus_status_t coll_staged_begin(const coll_args_t *args, coll_args_t *host_p,
         bytes = st->send_bytes + st->recv_bytes;
     }
     if (bytes > 0) {
-        st->block = chorus__device_pinned_get(bytes);
+        st->block = chorus__device_pinned_get(STAGED_FLAG_BYTES + bytes);
         if (st->block == NULL) {
             free(st);
             chorus_error("rank %d: no page-locked memory for a %s of %zu bytes on the device",
                          args->rank, coll_type_name(args->coll), bytes);
             return CHORUS_ERR_NO_MEMORY;
         }
+        st->flag = (uint32_t *)st->block;
+        *st->flag = 0;
+        st->block += STAGED_FLAG_BYTES;
     }
     /* A buffer this rank does not touch (a broadcast's non-root sendbuf, a reduce's non-root
        recvbuf) goes to the algorithm as NULL, which those calls allow, never as device memory. */
@@ -129,12 +163,13 @@ void coll_staged_free(coll_staged_t *st)
     free(st);
 }
 
-/* Start a copy of bytes (nothing when 0); its event is then polled. */
-static chorus_status_t staged_copy(coll_staged_t *st, void *dst, const void *src, size_t bytes)
+/* Start a copy of bytes on stream (nothing when 0); *event_p is then polled. */
+static chorus_status_t staged_copy(void *dst, const void *src, size_t bytes, void *stream,
+                                   void **event_p)
 {
     if (bytes == 0)
         return CHORUS_OK;
-    return chorus__device_copy_start(dst, src, bytes, st->stream, &st->event);
+    return chorus__device_copy_start(dst, src, bytes, stream, event_p);
 }
 
 /*
@@ -147,12 +182,31 @@ static chorus_status_t staged_post(chorus__task_t *task)
     coll_staged_t *st = STAGED(task);
 
     st->phase = STAGED_COPY_IN;
-    if (st->send_dev == NULL && st->stream != NULL)
-        /* Nothing to copy in: still wait for the stream's earlier work to finish. */
+    /* On the caller's stream the copy in was queued with the call (staged_enqueue). */
+    if (st->stream == NULL && st->fault == CHORUS_OK)
+        st->fault = staged_copy(st->send_host, st->send_dev, st->send_bytes, NULL, &st->event);
+    return CHORUS_OK;
+}
+
+/*
+ * On the caller's stream, when the call is made: the copy in (or, with
+ * nothing to copy, an event: the call still waits for the stream's earlier
+ * work), then where it can be, the copy out behind a wait for the flag.
+ */
+static void staged_enqueue(coll_staged_t *st)
+{
+    if (st->send_dev == NULL)
         st->fault = chorus__device_event_record(st->stream, &st->event);
     else
-        st->fault = staged_copy(st, st->send_host, st->send_dev, st->send_bytes);
-    return CHORUS_OK;
+        st->fault = staged_copy(st->send_host, st->send_dev, st->send_bytes, st->stream,
+                                &st->event);
+    if (st->fault != CHORUS_OK || st->recv_dev == NULL ||
+        chorus__device_stream_wait(st->stream, st->flag, 1u) != CHORUS_OK)
+        return;
+    /* From here the stream waits for the flag: every way out of the call stores it. */
+    st->enqueued = 1;
+    st->fault = staged_copy(st->recv_dev, st->recv_host, st->recv_bytes, st->stream,
+                            &st->event_out);
 }
 
 /* 1 when the copy in flight (if any) is done, 0 while it runs, < 0 when it failed. */
@@ -173,6 +227,7 @@ static int staged_copy_done(coll_staged_t *st)
 /* The call is over with status (CHORUS_OK or the error that ended it). */
 static int staged_over(coll_staged_t *st, chorus_status_t status)
 {
+    staged_flag_set(st);   /* a call that failed lets the stream go on too */
     st->phase = STAGED_OVER;
     st->task.status = status;
     return 1;
@@ -203,9 +258,17 @@ static int staged_progress(chorus__task_t *task)
         if (st->inner->status != CHORUS_OK)
             return staged_over(st, st->inner->status);
         st->phase = STAGED_COPY_OUT;
-        st->fault = staged_copy(st, st->recv_dev, st->recv_host, st->recv_bytes);
-        if (st->fault != CHORUS_OK)
-            return (int)st->fault;
+        if (st->enqueued) {
+            /* The copy out is queued on the stream already: let it go. */
+            staged_flag_set(st);
+            st->event = st->event_out;
+            st->event_out = NULL;
+        } else {
+            st->fault = staged_copy(st->recv_dev, st->recv_host, st->recv_bytes, st->stream,
+                                    &st->event);
+            if (st->fault != CHORUS_OK)
+                return (int)st->fault;
+        }
         /* fall through */
     case STAGED_COPY_OUT:
         rc = staged_copy_done(st);
@@ -269,5 +332,13 @@ chorus__task_t *coll_staged_task(coll_staged_t *st, chorus__task_t *inner)
     st->inner = inner;
     /* Polling the copies' events needs no transport: inline when the algorithm is. */
     chorus__task_init(&st->task, &staged_ops, inner->flags & CHORUS__TASK_INLINE);
+    if (st->stream != NULL)
+        staged_enqueue(st);
     return &st->task;
+}
+
+int coll_staged_enqueued(const chorus__task_t *task)
+{
+    return task->ops == &staged_ops && STAGED(task)->enqueued &&
+           STAGED(task)->fault == CHORUS_OK;
 }

@@ -52,6 +52,8 @@ static void abs_deadline(struct timespec *ts, double deadline)
 /* How often a wait wakes to run the wait hook, when one is set (wait_hook.h). */
 #define REQUEST_WAIT_HOOK_SLICE_S 200e-6
 
+static void request_release(chorus_request_t req);
+
 /* The selection table's algorithm for args (logged and NULL when there is none). */
 static const coll_alg_t *call_select(chorus_comm_t comm, const coll_args_t *args)
 {
@@ -141,6 +143,11 @@ void chorus__request_complete(chorus_request_t req, chorus_status_t status)
     orphaned = req->orphaned;
     pthread_cond_broadcast(&ctx->cond);
     pthread_mutex_unlock(&ctx->lock);
+    /* Nobody waits for an orphan (a stream-ordered blocking call): its failure is told here. */
+    if (orphaned && status != CHORUS_OK)
+        chorus_error("rank %d: %s #%llu, which returned before its work was done, failed: %s",
+                     req->comm->rank, req->call, (unsigned long long)req->seq,
+                     chorus_status_string(status));
     if (orphaned)
         free(req);
 }
@@ -259,7 +266,7 @@ static chorus_status_t call_post(chorus_comm_t comm, const coll_args_t *args,
     chorus_request_t req = NULL;
     const char *via = NULL;
     chorus_status_t status;
-    int run_here = 0;
+    int run_here = 0, detach = 0;
     uint64_t seq;
 
     pthread_mutex_lock(&comm->post_lock);
@@ -268,8 +275,10 @@ static chorus_status_t call_post(chorus_comm_t comm, const coll_args_t *args,
     if (status == CHORUS_OK && staged != NULL) {
         task = coll_staged_task(staged, task);
         staged = NULL;
+        /* Its result reaches the caller's stream by itself: a blocking call need not wait. */
+        detach = blocking && coll_staged_enqueued(task);
     }
-    if (status == CHORUS_OK && blocking && (task->flags & CHORUS__TASK_INLINE)) {
+    if (status == CHORUS_OK && blocking && !detach && (task->flags & CHORUS__TASK_INLINE)) {
         int idle = 0;
 
         /* Nothing else of comm in flight: this thread runs the call. */
@@ -297,6 +306,10 @@ static chorus_status_t call_post(chorus_comm_t comm, const coll_args_t *args,
         return call_inline(comm, args, alg, via, task, seq);
     }
     chorus__progress_wake(ctx);
+    if (detach) {
+        request_release(req);
+        req = NULL;
+    }
     *req_p = req;
     return CHORUS_OK;
 }

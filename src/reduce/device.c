@@ -19,6 +19,7 @@
 #include "util/log.h"
 
 #ifdef HAVE_CUDA
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 
 /* Devices this process can address: the library's streams are kept per device. */
@@ -145,7 +146,8 @@ void *chorus__device_pinned_get(size_t bytes)
         return ptr;
 
     bytes = (bytes + PINNED_UNIT - 1) / PINNED_UNIT * PINNED_UNIT;
-    if (cudaHostAlloc(&ptr, bytes, cudaHostAllocPortable) != cudaSuccess) {
+    /* Mapped: a word of a block can be a flag that a device stream waits on. */
+    if (cudaHostAlloc(&ptr, bytes, cudaHostAllocPortable | cudaHostAllocMapped) != cudaSuccess) {
         (void)chorus__device_fail("cudaHostAlloc of staging memory", cudaGetLastError());
         return NULL;
     }
@@ -233,6 +235,50 @@ chorus_status_t chorus__device_event_record(void *stream, void **event_p)
         return chorus__device_fail("cudaEventRecord", err);
     }
     *event_p = event;
+    return CHORUS_OK;
+}
+
+/* The driver's cuStreamWaitValue32, found once through the runtime; NULL when missing. */
+typedef CUresult (*wait_value_fn)(CUstream stream, CUdeviceptr addr, cuuint32_t value,
+                                  unsigned int flags);
+static pthread_once_t wait_value_once = PTHREAD_ONCE_INIT;
+static wait_value_fn wait_value;
+
+static void wait_value_find(void)
+{
+    enum cudaDriverEntryPointQueryResult found;
+    void *fn = NULL;
+
+    if (cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &fn, 12000, cudaEnableDefault,
+                                         &found) == cudaSuccess &&
+        found == cudaDriverEntryPointSuccess)
+        wait_value = (wait_value_fn)fn;
+    else
+        chorus_debug("cuStreamWaitValue32 not found: stream-ordered calls wait for their work");
+    (void)cudaGetLastError();
+}
+
+chorus_status_t chorus__device_stream_wait(void *stream, const uint32_t *flag, uint32_t value)
+{
+    void *dev_flag = NULL;
+    CUresult res;
+
+    if (!chorus__device_present())
+        return CHORUS_ERR_UNSUPPORTED;
+    pthread_once(&wait_value_once, wait_value_find);
+    if (wait_value == NULL)
+        return CHORUS_ERR_UNSUPPORTED;
+    if (cudaHostGetDevicePointer(&dev_flag, (void *)flag, 0) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return CHORUS_ERR_UNSUPPORTED;
+    }
+    res = wait_value((CUstream)chorus__device_stream(stream), (CUdeviceptr)(uintptr_t)dev_flag,
+                     value, CU_STREAM_WAIT_VALUE_GEQ);
+    if (res != CUDA_SUCCESS) {
+        chorus_debug("cuStreamWaitValue32 failed (%d): stream-ordered calls wait for their work",
+                     (int)res);
+        return CHORUS_ERR_UNSUPPORTED;
+    }
     return CHORUS_OK;
 }
 
@@ -333,6 +379,14 @@ chorus_status_t chorus__device_event_record(void *stream, void **event_p)
 {
     (void)stream;
     (void)event_p;
+    return CHORUS_ERR_UNSUPPORTED;
+}
+
+chorus_status_t chorus__device_stream_wait(void *stream, const uint32_t *flag, uint32_t value)
+{
+    (void)stream;
+    (void)flag;
+    (void)value;
     return CHORUS_ERR_UNSUPPORTED;
 }
 

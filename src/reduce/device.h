@@ -45,6 +45,14 @@ void *chorus__device_pinned_get(size_t bytes);
 void chorus__device_pinned_put(void *ptr);
 
 /*
+ * Queue on stream a wait until *flag >= value (flag: a 32-bit word of a
+ * block from chorus__device_pinned_get, which the device can read); the
+ * stream's later work runs once the host has stored value there.
+ * CHORUS_ERR_UNSUPPORTED where the driver cannot (nothing was queued).
+ */
+chorus_status_t chorus__device_stream_wait(void *stream, const uint32_t *flag, uint32_t value);
+
+/*
  * An asynchronous copy of bytes on stream (either direction; host memory
  * should be pinned for the copy to be asynchronous), followed by an event
  * that chorus__device_event_done() polls. *event_p is written on success.

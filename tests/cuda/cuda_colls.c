@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <chorus.h>
@@ -260,6 +261,14 @@ static void matrix(chorus_comm_t comm, int quick)
     }
 }
 
+static double seconds(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 static void pause_ms(void *arg)
 {
     usleep((useconds_t)(uintptr_t)arg * 1000u);
@@ -267,7 +276,10 @@ static void pause_ms(void *arg)
 
 /*
  * The input is written on a stream behind 200 ms of other work; a call
- * ordered on that stream must see it, not what the buffer held before.
+ * ordered on that stream must see it, not what the buffer held before, and
+ * a blocking call with its result on the device returns without waiting:
+ * the stream's later work sees the result. Then the same non-blocking, and
+ * with host buffers, where the call waits for the stream.
  */
 static void stream_order(chorus_comm_t comm)
 {
@@ -275,7 +287,9 @@ static void stream_order(chorus_comm_t comm)
     float *host, *dev;
     cudaStream_t stream;
     chorus_opts_t opts = CHORUS_OPTS_INIT;
+    chorus_request_t req = NULL;
     chorus_status_t st;
+    double started, took;
     int bad = 0;
 
     CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -287,15 +301,49 @@ static void stream_order(chorus_comm_t comm)
     CUDA_OK(cudaLaunchHostFunc(stream, pause_ms, (void *)(uintptr_t)200));
     CUDA_OK(cudaMemcpyAsync(dev, host, n * sizeof(float), cudaMemcpyHostToDevice, stream));
     opts.stream = stream;
+    started = seconds();
     st = chorus_allreduce(dev, dev, n, CHORUS_FLOAT32, CHORUS_SUM, comm, &opts);
+    took = seconds() - started;
+    /* The stream's next work sees the result, with no other wait on the host. */
+    CUDA_OK(cudaMemcpyAsync(host, dev, n * sizeof(float), cudaMemcpyDeviceToHost, stream));
     CUDA_OK(cudaStreamSynchronize(stream));
-    CUDA_OK(cudaMemcpy(host, dev, n * sizeof(float), cudaMemcpyDeviceToHost));
     for (size_t i = 0; i < n; i++)
         bad += host[i] != (float)(size * (size + 1) / 2);
     checks++;
     if (st != CHORUS_OK || bad)
-        fail(st != CHORUS_OK ? chorus_status_string(st) : "result not ordered after the stream",
+        fail(st != CHORUS_OK ? chorus_status_string(st) : "result not ordered on the stream",
              "allreduce", CHORUS_FLOAT32, CHORUS_SUM, n, "stream");
+    /* Its input was 200 ms away on the stream: a call that waited for it took as long. */
+    checks++;
+    if (took > 0.1) {
+        char why[80];
+
+        snprintf(why, sizeof(why), "the blocking call took %.0f ms: it waited for the stream",
+                 took * 1e3);
+        fail(why, "allreduce", CHORUS_FLOAT32, CHORUS_SUM, n, "stream");
+    }
+
+    /* Non-blocking on the stream: complete once the result is on the device. */
+    for (size_t i = 0; i < n; i++)
+        host[i] = (float)(rank + 1);
+    CUDA_OK(cudaLaunchHostFunc(stream, pause_ms, (void *)(uintptr_t)50));
+    CUDA_OK(cudaMemcpyAsync(dev, host, n * sizeof(float), cudaMemcpyHostToDevice, stream));
+    st = chorus_iallreduce(dev, dev, n, CHORUS_FLOAT32, CHORUS_MAX, comm, &opts, &req);
+    if (st == CHORUS_OK)
+        st = chorus_request_wait(req);
+    if (req != NULL)
+        chorus_request_free(req);
+    CUDA_OK(cudaMemcpy(host, dev, n * sizeof(float), cudaMemcpyDeviceToHost));
+    bad = 0;
+    for (size_t i = 0; i < n; i++)
+        bad += host[i] != (float)size;
+    checks++;
+    if (st != CHORUS_OK || bad)
+        fail(st != CHORUS_OK ? chorus_status_string(st) : "result not there once complete",
+             "iallreduce", CHORUS_FLOAT32, CHORUS_MAX, n, "stream");
+    for (size_t i = 0; i < n; i++)
+        host[i] = (float)(size * (size + 1) / 2);
+    CUDA_OK(cudaMemcpy(dev, host, n * sizeof(float), cudaMemcpyHostToDevice));
 
     /* Host buffers with a stream: the call waits for the stream too. */
     for (size_t i = 0; i < n; i++)
