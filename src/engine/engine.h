@@ -69,6 +69,7 @@ typedef struct engine_sub {
     engine_desc_t desc;
     const void *sendbuf;
     void *recvbuf;
+    int device;                 /* a buffer is CUDA device memory: copied through the bucket */
     double submitted_at;
     int announce;               /* to be described in the next exchange of names */
     struct engine_sub *next;    /* in a bucket */

@@ -249,9 +249,9 @@ static chorus_status_t submit_check(chorus_engine_t engine, const char *name, co
         return CHORUS_ERR_INVALID_ARG;
     }
     status = chorus__check_call(engine->comm, args, opts, why, why_len);
-    if (status == CHORUS_OK && args->mem != COLL_MEM_HOST) {
-        snprintf(why, why_len, "tensor '%s': the engine takes host buffers only, without a "
-                 "stream (CUDA device memory goes through the direct collectives)", name);
+    if (status == CHORUS_OK && args->stream != NULL) {
+        snprintf(why, why_len, "tensor '%s': the engine's calls take no stream (synchronize "
+                 "the stream that writes the tensor before submitting it)", name);
         return CHORUS_ERR_UNSUPPORTED;
     }
     return status;
@@ -329,6 +329,7 @@ static chorus_status_t engine_submit(const char *fn, chorus_engine_t engine, con
                                     .count = args->count};
         sub->sendbuf = args->sendbuf;
         sub->recvbuf = args->recvbuf;
+        sub->device = args->mem == COLL_MEM_CUDA;
         sub->submitted_at = chorus__now();
         pthread_mutex_lock(&engine->lock);
         status = submit_locked(engine, name, sub, why, sizeof(why));

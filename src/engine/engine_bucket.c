@@ -12,10 +12,12 @@
 #include <string.h>
 
 #include "engine/engine.h"
+#include "reduce/device.h"
 #include "util/log.h"
 
 struct engine_bucket {
     chorus_engine_t engine;
+    int device;                 /* a tensor in it is on a CUDA device */
     engine_desc_t key;          /* kind, dtype, op, root of every tensor in it */
     engine_sub_t *subs;         /* in id order; NULL once unpacked */
     engine_sub_t *tail;
@@ -44,6 +46,19 @@ static const coll_type_t bucket_coll[ENGINE_KIND_COUNT] = {
     COLL_ALLREDUCE, COLL_BROADCAST, COLL_ALLGATHER,
 };
 
+/*
+ * Copy len bytes between a tensor and the bucket's buffer: through the
+ * device for a device tensor (a synchronous copy in the thread that packs
+ * or unpacks), else memcpy.
+ */
+static chorus_status_t sub_copy(const engine_sub_t *sub, void *dst, const void *src, size_t len)
+{
+    if (sub->device)
+        return chorus__device_copy(dst, src, len);
+    memcpy(dst, src, len);
+    return CHORUS_OK;
+}
+
 static size_t sub_bytes(const engine_sub_t *sub)
 {
     return (size_t)sub->desc.count * chorus_dtype_size((chorus_dtype_t)sub->desc.dtype);
@@ -58,7 +73,11 @@ static void bucket_free(engine_bucket_t *b)
     free(b);
 }
 
-/* The progress thread, once the bucket's collective is over: results out, requests done. */
+/*
+ * The progress thread, once the bucket's collective is over: results out,
+ * requests done. A tensor whose device copy failed fails alone (the log has
+ * the CUDA error); the others complete.
+ */
 static chorus_status_t bucket_unpack(void *arg)
 {
     engine_bucket_t *b = arg;
@@ -66,23 +85,20 @@ static chorus_status_t bucket_unpack(void *arg)
     size_t block = b->elems * esize, off = 0;
     engine_sub_t *sub, *next;
 
-    for (sub = b->subs; b->fused.mem != NULL && sub != NULL; sub = sub->next) {
+    for (sub = b->subs; sub != NULL; sub = next) {
         size_t len = sub_bytes(sub);
+        chorus_status_t status = CHORUS_OK;
 
-        if (len == 0)
-            continue;
-        if (b->key.kind != ENGINE_ALLGATHER) {
-            memcpy(sub->recvbuf, (char *)b->fused.mem + off, len);
-        } else {
-            for (int r = 0; r < b->args.size; r++)
-                memcpy((char *)sub->recvbuf + (size_t)r * len,
-                       (char *)b->gathered.mem + (size_t)r * block + off, len);
+        next = sub->next;
+        if (b->fused.mem != NULL && len > 0 && b->key.kind != ENGINE_ALLGATHER) {
+            status = sub_copy(sub, sub->recvbuf, (char *)b->fused.mem + off, len);
+        } else if (b->fused.mem != NULL && len > 0) {
+            for (int r = 0; r < b->args.size && status == CHORUS_OK; r++)
+                status = sub_copy(sub, (char *)sub->recvbuf + (size_t)r * len,
+                                  (char *)b->gathered.mem + (size_t)r * block + off, len);
         }
         off += len;
-    }
-    for (sub = b->subs; sub != NULL; sub = next) {
-        next = sub->next;
-        engine_sub_finish(sub, CHORUS_OK);
+        engine_sub_finish(sub, status);
     }
     b->subs = NULL;
     return CHORUS_OK;
@@ -142,9 +158,12 @@ static chorus_status_t bucket_pack(engine_bucket_t *b, int rank, int size)
     }
     for (engine_sub_t *sub = b->subs; sends && sub != NULL; sub = sub->next) {
         size_t len = sub_bytes(sub);
+        chorus_status_t status = len > 0 ? sub_copy(sub, (char *)b->fused.mem + off,
+                                                     sub->sendbuf, len)
+                                         : CHORUS_OK;
 
-        if (len > 0)
-            memcpy((char *)b->fused.mem + off, sub->sendbuf, len);
+        if (status != CHORUS_OK)
+            return status;
         off += len;
     }
     b->args.sendbuf = b->fused.mem;
@@ -178,7 +197,8 @@ static chorus_status_t bucket_launch(chorus_engine_t engine, engine_bucket_t *b)
                             .size = data->size,
                             .chunk_bytes = data->ctx->cfg.chunk_bytes,
                             .mem = COLL_MEM_HOST};
-    if (b->nsubs == 1) {
+    /* A lone tensor runs on its own buffers, unless they are on a device. */
+    if (b->nsubs == 1 && !b->device) {
         b->args.sendbuf = b->subs->sendbuf;
         b->args.recvbuf = b->subs->recvbuf;
     } else {
@@ -228,6 +248,7 @@ static void bucket_add(engine_bucket_t *b, engine_sub_t *sub, size_t bytes)
         b->subs = sub;
     b->tail = sub;
     b->nsubs++;
+    b->device |= sub->device;
     b->elems += (size_t)sub->desc.count;
     b->bytes += bytes;
 }

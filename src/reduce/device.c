@@ -304,6 +304,18 @@ chorus_status_t chorus__device_copy_start(void *dst, const void *src, size_t byt
     return status;
 }
 
+chorus_status_t chorus__device_copy(void *dst, const void *src, size_t bytes)
+{
+    void *event = NULL;
+    chorus_status_t status = chorus__device_copy_start(dst, src, bytes, NULL, &event);
+    int rc = 0;
+
+    while (status == CHORUS_OK && (rc = chorus__device_event_done(event)) == 0)
+        chorus__device_event_wait(event, 1000);
+    chorus__device_event_free(event);
+    return status != CHORUS_OK ? status : rc < 0 ? (chorus_status_t)rc : CHORUS_OK;
+}
+
 int chorus__device_event_done(void *event)
 {
     cudaError_t err = cudaEventQuery((cudaEvent_t)event);
@@ -398,6 +410,14 @@ chorus_status_t chorus__device_copy_start(void *dst, const void *src, size_t byt
     (void)bytes;
     (void)stream;
     (void)event_p;
+    return CHORUS_ERR_UNSUPPORTED;
+}
+
+chorus_status_t chorus__device_copy(void *dst, const void *src, size_t bytes)
+{
+    (void)dst;
+    (void)src;
+    (void)bytes;
     return CHORUS_ERR_UNSUPPORTED;
 }
 

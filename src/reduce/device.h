@@ -52,6 +52,9 @@ void chorus__device_pinned_put(void *ptr);
  */
 chorus_status_t chorus__device_stream_wait(void *stream, const uint32_t *flag, uint32_t value);
 
+/* A copy of bytes in either direction, over when it returns (the library's stream). */
+chorus_status_t chorus__device_copy(void *dst, const void *src, size_t bytes);
+
 /*
  * An asynchronous copy of bytes on stream (either direction; host memory
  * should be pinned for the copy to be asynchronous), followed by an event

@@ -3,7 +3,8 @@
  * same call on host buffers (the host path is checked exactly elsewhere):
  * every dtype and op, odd counts, in place, blocking and non-blocking,
  * device buffers on every rank, on some ranks only, and for one side of a
- * call only; then stream ordering, a sub-communicator, and the refusals.
+ * call only; then stream ordering, a sub-communicator, wire compression,
+ * the training engine with device tensors, and the refusals.
  * Run under chorus-run; every rank uses device rank % devices, so several
  * ranks share one GPU. Exits 77 on every rank when there is no device.
  *
@@ -396,13 +397,13 @@ static void split(chorus_comm_t comm)
     chorus_comm_destroy(half);
 }
 
-/* Refusals: a bad mem_type, and the engine, which takes host buffers only. */
-static void refusals(chorus_comm_t comm)
+/* Refusals: a bad mem_type, and a stream on an engine call. */
+static void refusals(chorus_comm_t comm, chorus_engine_t engine)
 {
     chorus_opts_t opts = CHORUS_OPTS_INIT;
-    float *dev, x = 1.0f;
-    chorus_engine_t engine;
     chorus_request_t req = NULL;
+    cudaStream_t stream;
+    float x = 1.0f;
     chorus_status_t st;
 
     opts.mem_type = 7;
@@ -411,30 +412,164 @@ static void refusals(chorus_comm_t comm)
     if (st != CHORUS_ERR_INVALID_ARG)
         fail(chorus_status_string(st), "allreduce", CHORUS_FLOAT32, CHORUS_SUM, 1,
              "mem_type=7 must be refused");
-    CUDA_OK(cudaMalloc((void **)&dev, sizeof(float)));
-    st = chorus_engine_create(comm, NULL, &engine);
+    CUDA_OK(cudaStreamCreate(&stream));
+    opts = (chorus_opts_t)CHORUS_OPTS_INIT;
+    opts.stream = stream;
+    st = chorus_engine_allreduce(engine, "streamed", &x, &x, 1, CHORUS_FLOAT32, CHORUS_SUM,
+                                 &opts, &req);
     checks++;
-    if (st != CHORUS_OK) {
-        fail(chorus_status_string(st), "engine_create", CHORUS_FLOAT32, CHORUS_SUM, 1, "");
-    } else {
-        st = chorus_engine_allreduce(engine, "dev", dev, dev, 1, CHORUS_FLOAT32, CHORUS_SUM,
-                                     NULL, &req);
-        checks++;
-        if (st != CHORUS_ERR_UNSUPPORTED)
-            fail(chorus_status_string(st), "engine_allreduce", CHORUS_FLOAT32, CHORUS_SUM, 1,
-                 "device tensor must be refused");
-        if (st == CHORUS_OK && req != NULL) {
-            chorus_request_wait(req);
-            chorus_request_free(req);
+    if (st != CHORUS_ERR_UNSUPPORTED)
+        fail(chorus_status_string(st), "engine_allreduce", CHORUS_FLOAT32, CHORUS_SUM, 1,
+             "a stream must be refused");
+    if (st == CHORUS_OK && req != NULL)
+        chorus_request_free(req);
+    cudaStreamDestroy(stream);
+}
+
+/*
+ * The training engine with device tensors: allreduce of tensors on the
+ * device and on the host, fused in one bucket, a lone device tensor, then a
+ * broadcast and an allgather of device tensors.
+ */
+#define ENGINE_TENSORS 6
+static void engine_tensors(chorus_engine_t engine)
+{
+    static const size_t counts[ENGINE_TENSORS] = {1, 1000, 7, 65537, 33, 4096};
+    chorus_request_t reqs[ENGINE_TENSORS + 2] = {NULL};
+    float *host[ENGINE_TENSORS], *dev[ENGINE_TENSORS], *bc_dev, *ag_dev;
+    const size_t bc_n = 5000, ag_n = 777;
+    float *bc_host = malloc(bc_n * sizeof(float)), *ag_host = malloc(ag_n * size * sizeof(float));
+    chorus_status_t st;
+    char name[32];
+
+    for (int t = 0; t < ENGINE_TENSORS; t++) {
+        host[t] = malloc(counts[t] * sizeof(float));
+        for (size_t i = 0; i < counts[t]; i++)
+            host[t][i] = (float)(rank + 1) * (float)(t + 1);
+        dev[t] = NULL;
+        /* Even tensors on the device, odd ones on the host. */
+        if (t % 2 == 0) {
+            CUDA_OK(cudaMalloc((void **)&dev[t], counts[t] * sizeof(float)));
+            CUDA_OK(cudaMemcpy(dev[t], host[t], counts[t] * sizeof(float),
+                               cudaMemcpyHostToDevice));
         }
-        chorus_engine_destroy(engine);
     }
+    /* Submitted in a different order on each rank: the engine pairs them by name. */
+    for (int k = 0; k < ENGINE_TENSORS; k++) {
+        int t = (k + rank) % ENGINE_TENSORS;
+        float *buf = dev[t] != NULL ? dev[t] : host[t];
+
+        snprintf(name, sizeof(name), "grad%d", t);
+        st = chorus_engine_allreduce(engine, name, buf, buf, counts[t], CHORUS_FLOAT32,
+                                     CHORUS_SUM, NULL, &reqs[t]);
+        checks++;
+        if (st != CHORUS_OK)
+            fail(chorus_status_string(st), "engine_allreduce", CHORUS_FLOAT32, CHORUS_SUM,
+                 counts[t], "submit");
+    }
+    CUDA_OK(cudaMalloc((void **)&bc_dev, bc_n * sizeof(float)));
+    CUDA_OK(cudaMalloc((void **)&ag_dev, ag_n * size * sizeof(float)));
+    for (size_t i = 0; i < bc_n; i++)
+        bc_host[i] = rank == size - 1 ? (float)i : -1.0f;
+    CUDA_OK(cudaMemcpy(bc_dev, bc_host, bc_n * sizeof(float), cudaMemcpyHostToDevice));
+    for (size_t i = 0; i < ag_n; i++)
+        ag_host[i] = (float)(rank * 1000 + (int)i % 1000);
+    CUDA_OK(cudaMemcpy(ag_dev + (size_t)rank * ag_n, ag_host, ag_n * sizeof(float),
+                       cudaMemcpyHostToDevice));
+    st = chorus_engine_broadcast(engine, "bcast", bc_dev, bc_dev, bc_n, CHORUS_FLOAT32, size - 1,
+                                 NULL, &reqs[ENGINE_TENSORS]);
+    checks++;
+    if (st != CHORUS_OK)
+        fail(chorus_status_string(st), "engine_broadcast", CHORUS_FLOAT32, CHORUS_SUM, bc_n,
+             "submit");
+    st = chorus_engine_allgather(engine, "gather", ag_dev + (size_t)rank * ag_n, ag_dev, ag_n,
+                                 CHORUS_FLOAT32, NULL, &reqs[ENGINE_TENSORS + 1]);
+    checks++;
+    if (st != CHORUS_OK)
+        fail(chorus_status_string(st), "engine_allgather", CHORUS_FLOAT32, CHORUS_SUM, ag_n,
+             "submit");
+    for (int t = 0; t < ENGINE_TENSORS + 2; t++) {
+        if (reqs[t] == NULL)
+            continue;
+        st = chorus_request_wait(reqs[t]);
+        chorus_request_free(reqs[t]);
+        checks++;
+        if (st != CHORUS_OK)
+            fail(chorus_status_string(st), "engine", CHORUS_FLOAT32, CHORUS_SUM, 0, "wait");
+    }
+    for (int t = 0; t < ENGINE_TENSORS; t++) {
+        float want = (float)(size * (size + 1) / 2) * (float)(t + 1);
+        int bad = 0;
+
+        if (dev[t] != NULL)
+            CUDA_OK(cudaMemcpy(host[t], dev[t], counts[t] * sizeof(float),
+                               cudaMemcpyDeviceToHost));
+        for (size_t i = 0; i < counts[t]; i++)
+            bad += host[t][i] != want;
+        checks++;
+        if (bad)
+            fail("wrong sum", "engine_allreduce", CHORUS_FLOAT32, CHORUS_SUM, counts[t],
+                 dev[t] != NULL ? "device tensor" : "host tensor beside device ones");
+        cudaFree(dev[t]);
+        free(host[t]);
+    }
+    CUDA_OK(cudaMemcpy(bc_host, bc_dev, bc_n * sizeof(float), cudaMemcpyDeviceToHost));
+    checks++;
+    for (size_t i = 0; i < bc_n; i++) {
+        if (bc_host[i] != (float)i) {
+            fail("wrong value", "engine_broadcast", CHORUS_FLOAT32, CHORUS_SUM, bc_n, "device");
+            break;
+        }
+    }
+    CUDA_OK(cudaMemcpy(ag_host, ag_dev, ag_n * size * sizeof(float), cudaMemcpyDeviceToHost));
+    checks++;
+    for (size_t i = 0; i < ag_n * (size_t)size; i++) {
+        if (ag_host[i] != (float)((int)(i / ag_n) * 1000 + (int)(i % ag_n) % 1000)) {
+            fail("wrong value", "engine_allgather", CHORUS_FLOAT32, CHORUS_SUM, ag_n, "device");
+            break;
+        }
+    }
+    cudaFree(bc_dev);
+    cudaFree(ag_dev);
+    free(bc_host);
+    free(ag_host);
+}
+
+/*
+ * Wire compression on device buffers: the same bits as the compressed call
+ * on host buffers.
+ */
+static void compressed(chorus_comm_t comm)
+{
+    const size_t n = 100003;
+    float *in = malloc(n * sizeof(float)), *ref = malloc(n * sizeof(float));
+    float *got = malloc(n * sizeof(float)), *dev;
+    chorus_opts_t opts = CHORUS_OPTS_INIT;
+    chorus_status_t st;
+
+    for (size_t i = 0; i < n; i++)
+        in[i] = (float)((int)(i % 977) - 488) * 0.013f + (float)rank;
+    opts.flags = CHORUS_COMPRESS_BF16;
+    st = chorus_allreduce(in, ref, n, CHORUS_FLOAT32, CHORUS_SUM, comm, &opts);
+    CUDA_OK(cudaMalloc((void **)&dev, n * sizeof(float)));
+    CUDA_OK(cudaMemcpy(dev, in, n * sizeof(float), cudaMemcpyHostToDevice));
+    if (st == CHORUS_OK)
+        st = chorus_allreduce(dev, dev, n, CHORUS_FLOAT32, CHORUS_SUM, comm, &opts);
+    CUDA_OK(cudaMemcpy(got, dev, n * sizeof(float), cudaMemcpyDeviceToHost));
+    checks++;
+    if (st != CHORUS_OK || memcmp(got, ref, n * sizeof(float)) != 0)
+        fail(st != CHORUS_OK ? chorus_status_string(st) : "differs from the host call",
+             "allreduce", CHORUS_FLOAT32, CHORUS_SUM, n, "bfloat16 wire, device in place");
     cudaFree(dev);
+    free(in);
+    free(ref);
+    free(got);
 }
 
 int main(int argc, char **argv)
 {
     chorus_comm_t comm;
+    chorus_engine_t engine;
     int devices = 0, quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
     chorus_status_t st;
 
@@ -457,7 +592,16 @@ int main(int argc, char **argv)
         cudaFree(dev_region[i]);
     stream_order(comm);
     split(comm);
-    refusals(comm);
+    compressed(comm);
+    st = chorus_engine_create(comm, NULL, &engine);
+    checks++;
+    if (st != CHORUS_OK) {
+        fail(chorus_status_string(st), "engine_create", CHORUS_FLOAT32, CHORUS_SUM, 0, "");
+    } else {
+        engine_tensors(engine);
+        refusals(comm, engine);
+        chorus_engine_destroy(engine);
+    }
     printf("cuda_colls: rank %d of %d: %d checks, %d failed\n", rank, size, checks, failures);
     chorus_comm_destroy(comm);
     return failures ? 1 : 0;
