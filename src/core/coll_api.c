@@ -86,7 +86,7 @@ static chorus_status_t call_memory(coll_args_t *a, const chorus_opts_t *opts,
     if ((mem == CHORUS_MEM_CUDA || a->stream != NULL) && !chorus__device_present()) {
         snprintf(why, why_len, "opts->%s given, but %s", a->stream ? "stream" : "mem_type=CUDA",
                  chorus__device_built() ? "this process sees no CUDA device"
-                                  : "this build of chorus has no CUDA");
+                                        : "this build of chorus has no CUDA");
         return CHORUS_ERR_UNSUPPORTED;
     }
     if (mem == CHORUS_MEM_CUDA || a->stream != NULL ||

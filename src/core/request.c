@@ -318,22 +318,26 @@ chorus_status_t chorus__call(chorus_comm_t comm, const coll_args_t *args, int bl
                              chorus_request_t *req_p)
 {
     chorus_status_t status = chorus__ctx_error(comm->ctx);
-    const coll_alg_t *alg;
-
     coll_staged_t *staged = NULL;
+    const coll_args_t *run = args;
+    const coll_alg_t *alg;
     coll_args_t host;
 
     if (status != CHORUS_OK)
         return status;
     /* Device buffers: a host algorithm runs on page-locked copies of them. */
-    if (args->mem == COLL_MEM_CUDA && (status = coll_staged_begin(args, &host, &staged)) != CHORUS_OK)
-        return status;
-    alg = call_select(comm, staged != NULL ? &host : args);
+    if (args->mem == COLL_MEM_CUDA) {
+        status = coll_staged_begin(args, &host, &staged);
+        if (status != CHORUS_OK)
+            return status;
+        run = &host;
+    }
+    alg = call_select(comm, run);
     if (alg == NULL) {
         coll_staged_free(staged);
         return CHORUS_ERR_UNSUPPORTED;
     }
-    return call_post(comm, args, staged != NULL ? &host : args, staged, alg, blocking, 0, req_p);
+    return call_post(comm, args, run, staged, alg, blocking, 0, req_p);
 }
 
 /* chorus__call_made; shape and wire: the call as a plain collective, or shape NULL. */

@@ -210,7 +210,8 @@ static chorus_status_t enter_device(int dev, int *old_p)
 
     if (err == cudaSuccess && dev >= 0 && dev != *old_p)
         err = cudaSetDevice(dev);
-    return err == cudaSuccess ? CHORUS_OK : chorus__device_fail("selecting the buffer's device", err);
+    return err == cudaSuccess ? CHORUS_OK
+                              : chorus__device_fail("selecting the buffer's device", err);
 }
 
 static void restore_device(int dev, int old)

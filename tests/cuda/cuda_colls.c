@@ -56,9 +56,11 @@ static void fill(void *buf, size_t n, chorus_dtype_t dt, int seed)
         case CHORUS_UINT8: ((uint8_t *)buf)[i] = (uint8_t)(v + 2); break;
         case CHORUS_INT32: ((int32_t *)buf)[i] = v * 1000; break;
         case CHORUS_UINT32: ((uint32_t *)buf)[i] = (uint32_t)(v + 2) * 1000u; break;
-        case CHORUS_INT64: ((int64_t *)buf)[i] = (int64_t)v << 33; break;
+        case CHORUS_INT64: ((int64_t *)buf)[i] = (int64_t)v * ((int64_t)1 << 33); break;
         case CHORUS_UINT64: ((uint64_t *)buf)[i] = (uint64_t)(v + 2) << 33; break;
-        case CHORUS_FLOAT16: ((uint16_t *)buf)[i] = (uint16_t)(0x3C00 + v * 0x40 + (int)i % 7); break;
+        case CHORUS_FLOAT16:
+            ((uint16_t *)buf)[i] = (uint16_t)(0x3C00 + v * 0x40 + (int)i % 7);
+            break;
         case CHORUS_BFLOAT16: ((uint16_t *)buf)[i] = (uint16_t)(0x3F80 + v * 8 + (int)i % 5); break;
         case CHORUS_FLOAT32: ((float *)buf)[i] = (float)v * 0.37f + (float)i * 1e-3f; break;
         case CHORUS_FLOAT64: ((double *)buf)[i] = (double)v * 0.37 + (double)i * 1e-7; break;
