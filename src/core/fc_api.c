@@ -149,7 +149,7 @@ static chorus_status_t fc_start(const char *fn, const void *x, const void *e, si
                           .op = CHORUS_SUM};
     char why[CHORUS__REFUSAL_WHY_MAX], named[CHORUS__REFUSAL_WHY_MAX];
     chorus_request_t req = NULL;
-    chorus_status_t status;
+    chorus_status_t status, refused;
 
     if (req_p == NULL) {
         snprintf(why, sizeof(why), "invalid argument req_p=NULL");
@@ -164,7 +164,9 @@ static chorus_status_t fc_start(const char *fn, const void *x, const void *e, si
         /* The notice names no collective (peers log "call"): the reason names the call. */
         report.coll = COLL_TYPE_COUNT;
         snprintf(named, sizeof(named), "fc_weight_grad: %.*s", (int)sizeof(named) - 17, why);
-        return chorus__call_refused(comm, "fc_weight_grad", &report, named, NULL);
+        refused = chorus__call_refused(comm, "fc_weight_grad", &report, named, NULL);
+        /* Over as a refused call: the reason here is this rank's own (an unsupported one too). */
+        return refused == CHORUS_ERR_INVALID_ARG ? status : refused;
     }
     a.force = fc_force(comm, opts);
     a.blocks = comm->select->fc_blocks;

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "reduce/device.h"
 
 /* Exit codes of the rank functions: 0 = every outcome as expected. */
 enum {
@@ -725,4 +726,68 @@ Test(refused, alike_on_every_rank_keeps_the_communicator_shm, .timeout = 120)
 Test(refused, alike_on_every_rank_keeps_the_communicator_tcp, .timeout = 120)
 {
     run_refuse_alike(0);
+}
+
+/*
+ * The device options where no CUDA device is (this build without CUDA, or a
+ * machine without a GPU): a mem_type out of range is refused on the rank
+ * that passes it and fails that call everywhere; CHORUS_MEM_CUDA or a
+ * stream is unsupported, alike on every rank or on one; the engine and
+ * chorus_fc_weight_grad refuse them too; every time the next call is exact.
+ */
+static int device_opts_rank(chorus_comm_t comm, int rank, int size, void *arg)
+{
+    int32_t in[4] = {1, 2, 3, 4}, out[4];
+    float x[4] = {1, 2, 3, 4}, grad[4];
+    chorus_opts_t bad = CHORUS_OPTS_INIT, cuda = CHORUS_OPTS_INIT, streamed = CHORUS_OPTS_INIT;
+    chorus_engine_t engine;
+    chorus_request_t req = NULL;
+    chorus_status_t st;
+    int rc;
+
+    (void)arg;
+    bad.mem_type = 7;
+    cuda.mem_type = CHORUS_MEM_CUDA;
+    streamed.stream = (void *)&streamed;   /* never used: refused before any CUDA call */
+    st = chorus_allreduce(in, out, 4, CHORUS_INT32, CHORUS_SUM, comm, rank == 0 ? &bad : NULL);
+    if (st != CHORUS_ERR_INVALID_ARG)
+        return RC_ACCEPTED;
+    if ((rc = allreduce_exact(comm, rank, size)) != RC_OK)
+        return rc;
+    if (chorus__device_present())
+        return RC_OK;   /* a device is there: the rest is the GPU test's (tests/cuda) */
+    if (chorus_allreduce(in, out, 4, CHORUS_INT32, CHORUS_SUM, comm, &cuda) !=
+        CHORUS_ERR_UNSUPPORTED)
+        return RC_ACCEPTED;
+    if ((rc = allreduce_exact(comm, rank, size)) != RC_OK)
+        return rc;
+    st = chorus_broadcast(in, out, 4, CHORUS_INT32, 0, comm, rank == size - 1 ? &streamed : NULL);
+    if (rank == size - 1 ? st != CHORUS_ERR_UNSUPPORTED : st == CHORUS_OK)
+        return RC_ACCEPTED;
+    if ((rc = allreduce_exact(comm, rank, size)) != RC_OK)
+        return rc;
+    if (chorus_engine_create(comm, NULL, &engine) != CHORUS_OK)
+        return RC_SETUP;
+    st = chorus_engine_allreduce(engine, "t", x, x, 4, CHORUS_FLOAT32, CHORUS_SUM, &streamed,
+                                 &req);
+    if (st == CHORUS_OK)
+        chorus_request_free(req);
+    if (chorus_engine_destroy(engine) != CHORUS_OK || st != CHORUS_ERR_UNSUPPORTED)
+        return RC_ACCEPTED;
+    if (chorus_fc_weight_grad(x, x, 1, 4, 1, CHORUS_FLOAT32, grad, comm, &cuda) !=
+        CHORUS_ERR_UNSUPPORTED)
+        return RC_ACCEPTED;
+    return allreduce_exact(comm, rank, size);
+}
+
+Test(refused, device_options_without_a_device, .timeout = 120)
+{
+    for (int nranks = 1; nranks <= 3; nranks++) {
+        harness_opts_t opts = {.nranks = nranks, .timeout_s = 10, .deadline_s = 30,
+                               .kill_rank = -1};
+        int status[3] = {0};
+
+        cr_expect_eq(harness_run(&opts, device_opts_rank, NULL, status, NULL), 0,
+                     "%d ranks: exit codes %d %d %d", nranks, status[0], status[1], status[2]);
+    }
 }
