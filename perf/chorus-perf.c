@@ -17,12 +17,17 @@
 #include <unistd.h>
 
 #include "chorus.h"
+#include "config.h"
 #include "perf/perf_check.h"
 #include "perf/perf_data.h"
 #include "perf/perf_opts.h"
 #include "perf/perf_report.h"
 #include "tools/launch.h"
 #include "tools/tool_version.h"
+
+#ifdef HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
 
 /* Set in the ranks chorus-perf -np starts, so that they never start more. */
 #define PERF_LAUNCHED_VAR "CHORUS_PERF_LAUNCHED"
@@ -36,6 +41,7 @@ typedef struct {
     chorus_comm_t comm;
     int rank, nranks;
     void *send, *recv;     /* opts->maxbytes each: enough for any row, in place too */
+    size_t bytes;          /* of each buffer */
     /*
      * Timed iterations rotate over nsets buffer pairs (set 0 is send/recv) so
      * that large sizes are not measured cache-warm.
@@ -82,6 +88,68 @@ static void perf_die(perf_ctx_t *c, const perf_args_t *a, chorus_status_t st)
             perf_op_name(a->op) : "none", perf_coll_info(a->coll)->rooted ? a->root : -1,
             chorus_status_string(st));
     perf_abort(c);
+}
+
+/* A zeroed buffer of bytes: host memory (every page touched now) or, with --mem cuda, device. */
+static int perf_buf_alloc(const perf_ctx_t *c, void **p, size_t bytes)
+{
+#ifdef HAVE_CUDA
+    if (c->opts->mem_cuda) {
+        if (cudaMalloc(p, bytes) != cudaSuccess || cudaMemset(*p, 0, bytes) != cudaSuccess) {
+            *p = NULL;
+            return -1;
+        }
+        return 0;
+    }
+#endif
+    if (posix_memalign(p, 4096, bytes) != 0)
+        return -1;
+    memset(*p, 0, bytes);
+    return 0;
+}
+
+static void perf_buf_free(const perf_ctx_t *c, void *p)
+{
+#ifdef HAVE_CUDA
+    if (c->opts->mem_cuda) {
+        cudaFree(p);
+        return;
+    }
+#endif
+    free(p);
+}
+
+/*
+ * With --mem cuda, the host buffers send and recv hold what perf_fill writes
+ * and perf_check reads; these copy them to the device buffers of set 0 and
+ * back. Without it they are set 0 itself, and these do nothing.
+ */
+static void perf_to_device(perf_ctx_t *c)
+{
+#ifdef HAVE_CUDA
+    if (c->opts->mem_cuda &&
+        (cudaMemcpy(c->set_send[0], c->send, c->bytes, cudaMemcpyHostToDevice) != cudaSuccess ||
+         cudaMemcpy(c->set_recv[0], c->recv, c->bytes, cudaMemcpyHostToDevice) != cudaSuccess)) {
+        fprintf(stderr, "chorus-perf: rank %d: copying to the device failed\n", c->rank);
+        perf_abort(c);
+    }
+#else
+    (void)c;
+#endif
+}
+
+static void perf_from_device(perf_ctx_t *c)
+{
+#ifdef HAVE_CUDA
+    if (c->opts->mem_cuda &&
+        (cudaMemcpy(c->send, c->set_send[0], c->bytes, cudaMemcpyDeviceToHost) != cudaSuccess ||
+         cudaMemcpy(c->recv, c->set_recv[0], c->bytes, cudaMemcpyDeviceToHost) != cudaSuccess)) {
+        fprintf(stderr, "chorus-perf: rank %d: copying from the device failed\n", c->rank);
+        perf_abort(c);
+    }
+#else
+    (void)c;
+#endif
 }
 
 /* Posts one call of a: blocking when req_p is NULL, else non-blocking into *req_p. */
@@ -191,7 +259,9 @@ static long long perf_verify(perf_ctx_t *c, const perf_args_t *a, int in_place)
     int64_t wrong;
 
     perf_fill(a, in_place, c->send, c->recv);
+    perf_to_device(c);
     perf_call_or_die(c, a, in_place, 0);
+    perf_from_device(c);
     wrong = (int64_t)perf_check(a, in_place, c->send, c->recv);
     perf_reduce_one(c, &wrong, CHORUS_INT64, CHORUS_SUM);
     return (long long)wrong;
@@ -214,6 +284,7 @@ static void perf_run_row(perf_ctx_t *c, const perf_args_t *a)
          * too, so no NaN or denormal skews them. */
         row.wrong[k] = c->opts->check ? perf_verify(c, a, k) : -1;
         perf_fill(a, k, c->send, c->recv);
+        perf_to_device(c);
         row.time_us[k] = perf_time(c, a, k);
         if (row.wrong[k] > 0)
             c->wrong_total += row.wrong[k];
@@ -470,20 +541,40 @@ static int perf_alloc(perf_ctx_t *c)
     size_t bytes = c->opts->maxbytes > 0 ? c->opts->maxbytes : 1;
     size_t fit = PERF_ROTATE_BYTES / (2 * bytes);
 
+    c->bytes = bytes;
     c->nsets = fit < 1 ? 1 : fit > PERF_MAX_SETS ? PERF_MAX_SETS : (int)fit;
-    for (int i = 0; i < c->nsets; i++) {
-        if (posix_memalign(&c->set_send[i], 4096, bytes) != 0 ||
-            posix_memalign(&c->set_recv[i], 4096, bytes) != 0) {
-            fprintf(stderr, "chorus-perf: rank %d: cannot allocate %d buffers of %zu bytes\n",
-                    c->rank, 2 * c->nsets, bytes);
+#ifdef HAVE_CUDA
+    if (c->opts->mem_cuda) {
+        int devices = 0;
+
+        if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0 ||
+            cudaSetDevice(c->rank % devices) != cudaSuccess) {
+            fprintf(stderr, "chorus-perf: rank %d: --mem cuda: no CUDA device\n", c->rank);
             return -1;
         }
-        /* Touch every page now, so the first timed calls do not pay for faults. */
-        memset(c->set_send[i], 0, bytes);
-        memset(c->set_recv[i], 0, bytes);
+    }
+#else
+    if (c->opts->mem_cuda) {
+        fprintf(stderr, "chorus-perf: --mem cuda: this chorus-perf was built without CUDA\n");
+        return -1;
+    }
+#endif
+    for (int i = 0; i < c->nsets; i++) {
+        if (perf_buf_alloc(c, &c->set_send[i], bytes) != 0 ||
+            perf_buf_alloc(c, &c->set_recv[i], bytes) != 0) {
+            fprintf(stderr, "chorus-perf: rank %d: cannot allocate %d %s buffers of %zu bytes\n",
+                    c->rank, 2 * c->nsets, c->opts->mem_cuda ? "device" : "host", bytes);
+            return -1;
+        }
     }
     c->send = c->set_send[0];
     c->recv = c->set_recv[0];
+    if (c->opts->mem_cuda && (posix_memalign(&c->send, 4096, bytes) != 0 ||
+                              posix_memalign(&c->recv, 4096, bytes) != 0)) {
+        fprintf(stderr, "chorus-perf: rank %d: cannot allocate 2 host buffers of %zu bytes\n",
+                c->rank, bytes);
+        return -1;
+    }
     return 0;
 }
 
@@ -654,7 +745,8 @@ static int perf_main(const perf_opts_t *opts)
     if (c.rank == 0) {
         printf("# chorus %s on %s (%d cores)", c.run.version, c.run.host, c.run.cores);
         if (opts->coll != PERF_FC_WEIGHT_GRAD)
-            printf(", %d rotating buffer pair%s per rank", c.nsets, c.nsets == 1 ? "" : "s");
+            printf(", %d rotating buffer pair%s per rank%s", c.nsets, c.nsets == 1 ? "" : "s",
+                   opts->mem_cuda ? " in CUDA device memory" : "");
         printf("\n");
     }
     perf_warn_oversubscribed(&c);
@@ -669,9 +761,13 @@ out_bufs:
     if (c.json_f != NULL)
         fclose(c.json_f);
     for (int i = 0; i < PERF_MAX_SETS; i++) {
-        free(c.set_send[i]);
-        free(c.set_recv[i]);
+        perf_buf_free(&c, c.set_send[i]);
+        perf_buf_free(&c, c.set_recv[i]);
     }
+    if (c.send != c.set_send[0])   /* --mem cuda: the host copies */
+        free(c.send);
+    if (c.recv != c.set_recv[0])
+        free(c.recv);
     free(c.fc_x);
     free(c.fc_e);
     free(c.fc_grad);

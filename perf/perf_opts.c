@@ -40,6 +40,8 @@ const char perf_usage_text[] =
     "                       compressed on the wire,\n"
     "                       W fp16 or bf16; results are checked against the bound of\n"
     "                       chorus_allreduce(3) instead of exactly\n"
+    "  --mem M              where the buffers are: host (default) or cuda (device\n"
+    "                       memory of GPU rank % GPUs; a build with CUDA only)\n"
     "  --json FILE          also write the results to FILE as JSON\n"
     "  -h, --help           print this help\n"
     "  --version            print the version of chorus-perf and of the library\n"
@@ -113,7 +115,7 @@ static const struct {
     {"-r", "--root", FOR_COLL},     {"-np", "-np", FOR_ANY},
     {"--json", "--json", FOR_ANY},  {"--rows", "--rows", FOR_FC},
     {"--in", "--in", FOR_FC},       {"--out", "--out", FOR_FC},
-    {"--compress", "--compress", FOR_COLL},
+    {"--compress", "--compress", FOR_COLL}, {"--mem", "--mem", FOR_COLL},
 };
 
 #define VALUE_OPT_COUNT (sizeof(value_opts) / sizeof(value_opts[0]))
@@ -204,6 +206,10 @@ static int set_value(perf_opts_t *o, int which, const char *opt, const char *v,
                       : strcmp(v, "bf16") == 0 ? CHORUS_COMPRESS_BF16
                                                : 0;
         ok = o->compress != 0;
+        break;
+    case 15:
+        ok = strcmp(v, "host") == 0 || strcmp(v, "cuda") == 0;
+        o->mem_cuda = strcmp(v, "cuda") == 0;
         break;
     default: break;
     }

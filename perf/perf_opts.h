@@ -33,6 +33,7 @@ typedef struct {
     int np_argi;           /* index of "-np" in argv, 0 when absent */
     const char *json_path; /* NULL: no JSON */
     uint32_t compress;     /* CHORUS_COMPRESS_FP16 or _BF16 (allreduce of float32), or 0 */
+    int mem_cuda;          /* --mem cuda: the collectives' buffers in CUDA device memory */
     /* fc_weight_grad: every combination of rows (per rank), in and out features */
     perf_size_list_t rows, in, out;
     int help;              /* -h or --help: print the usage, nothing else */

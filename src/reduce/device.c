@@ -27,7 +27,8 @@
 /* Freed staging blocks kept for reuse, and the unit their sizes are rounded to. */
 #define PINNED_KEEP 8
 #define PINNED_UNIT ((size_t)1 << 20)
-/* How long a wait for a device event sleeps between polls. */
+/* A wait for a device event polls it without sleeping this long, then sleeps between polls. */
+#define DEVICE_SPIN_US 100
 #define DEVICE_POLL_NS 10000
 
 static pthread_once_t present_once = PTHREAD_ONCE_INIT;
@@ -334,11 +335,15 @@ void chorus__device_event_wait(void *event, unsigned max_us)
 
     clock_gettime(CLOCK_MONOTONIC, &start);
     while (cudaEventQuery((cudaEvent_t)event) == cudaErrorNotReady) {
+        long waited;
+
         clock_gettime(CLOCK_MONOTONIC, &now);
-        if ((now.tv_sec - start.tv_sec) * 1000000L + (now.tv_nsec - start.tv_nsec) / 1000 >=
-            (long)max_us)
+        waited = (now.tv_sec - start.tv_sec) * 1000000L + (now.tv_nsec - start.tv_nsec) / 1000;
+        if (waited >= (long)max_us)
             return;
-        nanosleep(&nap, NULL);
+        /* A short copy is over in microseconds; a sleep lasts tens (the timer's slack). */
+        if (waited >= DEVICE_SPIN_US)
+            nanosleep(&nap, NULL);
     }
 }
 
