@@ -106,6 +106,30 @@ for args in "allgather --compress fp16" "allreduce -d int32 --compress fp16" \
     check "chorus-perf $args exits 2 (got $?)" [ $? -eq 2 ]
 done
 
+# --mem: host buffers as by default; device buffers where a CUDA device is, else a clear
+# failure; an unknown memory, or --mem on fc_weight_grad, is a usage error.
+perf allreduce -np 2 -b 4 -e 64K -f 16 -n 2 -w 1 --mem host > "$TMP/mem" 2>&1
+check "allreduce --mem host exits 0 (got $?)" [ $? -eq 0 ]
+check "--mem host: no wrong element" \
+    grep -qx '# out-of-place/in-place wrong elements total: 0' "$TMP/mem"
+perf allreduce -np 2 -b 4 -e 64K -f 16 -n 2 -w 1 --mem cuda > "$TMP/mem" 2>&1
+rc=$?
+if [ $rc -eq 0 ]; then
+    check "--mem cuda: the header names device memory" grep -q 'in CUDA device memory' "$TMP/mem"
+    check "--mem cuda: no wrong element" \
+        grep -qx '# out-of-place/in-place wrong elements total: 0' "$TMP/mem"
+else
+    check "--mem cuda without a device exits 1 (got $rc)" [ $rc -eq 1 ]
+    check "--mem cuda without a device says why" \
+        grep -Eq -- '--mem cuda: (no CUDA device|this chorus-perf was built without CUDA)' \
+        "$TMP/mem"
+fi
+for args in "allreduce --mem gpu" "fc_weight_grad --mem cuda"; do
+    # shellcheck disable=SC2086
+    perf $args -np 2 > "$TMP/mem" 2>&1
+    check "chorus-perf $args exits 2 (got $?)" [ $? -eq 2 ]
+done
+
 # The root column only where there is a root: broadcast and reduce, every root.
 perf broadcast -np 2 -b 4 -e 8 -r all -n 1 -w 0 > "$TMP/root" 2>&1
 check "broadcast -r all exits 0 (got $?)" [ $? -eq 0 ]
