@@ -69,8 +69,7 @@ static void staged_event_drain(void **event_p)
 {
     if (*event_p == NULL)
         return;
-    while (chorus__device_event_done(*event_p) == 0)
-        chorus__device_event_wait(*event_p, 1000);
+    (void)chorus__device_event_finish(*event_p);
     chorus__device_event_free(*event_p);
     *event_p = NULL;
 }
@@ -103,8 +102,8 @@ chorus_status_t coll_staged_begin(const coll_args_t *args, coll_args_t *host_p,
     *host_p = *args;
     host_p->mem = COLL_MEM_HOST;
     host_p->stream = NULL;
-    send_dev = coll_args_reads_send(args) && elems[0] > 0 && chorus__device_ptr(args->sendbuf);
-    recv_dev = coll_args_writes_recv(args) && elems[1] > 0 && chorus__device_ptr(args->recvbuf);
+    send_dev = (args->dev_bufs & COLL_DEV_SEND) != 0;
+    recv_dev = (args->dev_bufs & COLL_DEV_RECV) != 0;
     if (send_dev) {
         st->send_dev = args->sendbuf;
         st->send_bytes = elems[0] * esize;
@@ -137,10 +136,12 @@ chorus_status_t coll_staged_begin(const coll_args_t *args, coll_args_t *host_p,
         st->block += STAGED_FLAG_BYTES;
     }
     /* A buffer this rank does not touch (a broadcast's non-root sendbuf, a reduce's non-root
-       recvbuf) goes to the algorithm as NULL, which those calls allow, never as device memory. */
-    if (!coll_args_reads_send(args) && chorus__device_ptr(args->sendbuf))
+       recvbuf) goes to the algorithm as NULL, which those calls allow: it may be device
+       memory, which was not looked up. */
+    host_p->dev_bufs = 0;
+    if (!coll_args_reads_send(args))
         host_p->sendbuf = NULL;
-    if (!coll_args_writes_recv(args) && chorus__device_ptr(args->recvbuf))
+    if (!coll_args_writes_recv(args))
         host_p->recvbuf = NULL;
     if (send_dev) {
         st->send_host = shared ? st->block + (s - lo) : st->block;

@@ -80,6 +80,7 @@ static chorus_status_t call_memory(coll_args_t *a, const chorus_opts_t *opts,
     int mem = chorus__opts_mem(opts);
 
     a->mem = COLL_MEM_HOST;
+    a->dev_bufs = 0;
     a->stream = chorus__opts_stream(opts);
     if (mem == CHORUS_MEM_HOST && a->stream == NULL)
         return CHORUS_OK;
@@ -89,9 +90,12 @@ static chorus_status_t call_memory(coll_args_t *a, const chorus_opts_t *opts,
                                         : "this build of chorus has no CUDA");
         return CHORUS_ERR_UNSUPPORTED;
     }
-    if (mem == CHORUS_MEM_CUDA || a->stream != NULL ||
-        (send_here && elems[0] > 0 && chorus__device_ptr(a->sendbuf)) ||
-        (recv_here && elems[1] > 0 && chorus__device_ptr(a->recvbuf)))
+    /* Each buffer is looked up once, here: the staging reads the answer from dev_bufs. */
+    if (send_here && elems[0] > 0 && chorus__device_ptr(a->sendbuf))
+        a->dev_bufs |= COLL_DEV_SEND;
+    if (recv_here && elems[1] > 0 && chorus__device_ptr(a->recvbuf))
+        a->dev_bufs |= COLL_DEV_RECV;
+    if (mem == CHORUS_MEM_CUDA || a->stream != NULL || a->dev_bufs != 0)
         a->mem = COLL_MEM_CUDA;
     return CHORUS_OK;
 }

@@ -329,7 +329,7 @@ static chorus_status_t engine_submit(const char *fn, chorus_engine_t engine, con
                                     .count = args->count};
         sub->sendbuf = args->sendbuf;
         sub->recvbuf = args->recvbuf;
-        sub->device = args->mem == COLL_MEM_CUDA;
+        sub->device = args->dev_bufs != 0;
         sub->submitted_at = chorus__now();
         pthread_mutex_lock(&engine->lock);
         status = submit_locked(engine, name, sub, why, sizeof(why));

@@ -310,12 +310,20 @@ chorus_status_t chorus__device_copy(void *dst, const void *src, size_t bytes)
 {
     void *event = NULL;
     chorus_status_t status = chorus__device_copy_start(dst, src, bytes, NULL, &event);
-    int rc = 0;
 
-    while (status == CHORUS_OK && (rc = chorus__device_event_done(event)) == 0)
-        chorus__device_event_wait(event, 1000);
+    if (status == CHORUS_OK)
+        status = chorus__device_event_finish(event);
     chorus__device_event_free(event);
-    return status != CHORUS_OK ? status : rc < 0 ? (chorus_status_t)rc : CHORUS_OK;
+    return status;
+}
+
+chorus_status_t chorus__device_event_finish(void *event)
+{
+    int rc;
+
+    while ((rc = chorus__device_event_done(event)) == 0)
+        chorus__device_event_wait(event, 1000);
+    return rc < 0 ? (chorus_status_t)rc : CHORUS_OK;
 }
 
 int chorus__device_event_done(void *event)
@@ -437,6 +445,12 @@ void chorus__device_event_wait(void *event, unsigned max_us)
 {
     (void)event;
     (void)max_us;
+}
+
+chorus_status_t chorus__device_event_finish(void *event)
+{
+    (void)event;
+    return CHORUS_ERR_UNSUPPORTED;
 }
 
 void chorus__device_event_free(void *event)

@@ -69,6 +69,8 @@ chorus_status_t chorus__device_copy_start(void *dst, const void *src, size_t byt
 int chorus__device_event_done(void *event);
 /* Block the calling thread until event is done or max_us have passed, polling it. */
 void chorus__device_event_wait(void *event, unsigned max_us);
+/* Block until event is done: CHORUS_OK, or the status of the device's error (logged). */
+chorus_status_t chorus__device_event_finish(void *event);
 /* Release an event (NULL is ignored); the work before it may still run. */
 void chorus__device_event_free(void *event);
 /* An event recorded on stream now: the work before it on stream is what it waits for. */

@@ -70,7 +70,12 @@ typedef struct {
     const size_t *counts;   /* v-forms only: [size] elements per block; NULL otherwise */
     const size_t *displs;   /* v-forms only: [size] first element of each block */
     void *stream;           /* CUDA stream the call is ordered on (a cudaStream_t), or NULL */
+    unsigned dev_bufs;      /* COLL_DEV_*: this rank's buffers that are on a CUDA device */
 } coll_args_t;
+
+/* coll_args_t.dev_bufs: the sendbuf or recvbuf this rank touches is CUDA device memory. */
+#define COLL_DEV_SEND 1u
+#define COLL_DEV_RECV 2u
 
 /* Elements of rank j's block: counts[j] in a v-form, else count. */
 static inline size_t coll_args_block(const coll_args_t *a, int j)
