@@ -204,8 +204,7 @@ void chorus__device_pinned_put(void *ptr)
         cudaFreeHost(drop);
 }
 
-/* Make dev current; *old_p gets the caller's device, to restore_device() afterwards. */
-static chorus_status_t enter_device(int dev, int *old_p)
+chorus_status_t chorus__device_enter(int dev, int *old_p)
 {
     cudaError_t err = cudaGetDevice(old_p);
 
@@ -215,7 +214,7 @@ static chorus_status_t enter_device(int dev, int *old_p)
                               : chorus__device_fail("selecting the buffer's device", err);
 }
 
-static void restore_device(int dev, int old)
+void chorus__device_leave(int dev, int old)
 {
     if (dev >= 0 && dev != old)
         (void)cudaSetDevice(old);
@@ -295,15 +294,27 @@ chorus_status_t chorus__device_copy_start(void *dst, const void *src, size_t byt
         dev = ptr_device(src);
     if (!chorus__device_present())
         return CHORUS_ERR_UNSUPPORTED;
-    status = enter_device(dev, &old);
+    status = chorus__device_enter(dev, &old);
     if (status != CHORUS_OK)
         return status;
     err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault,
                           (cudaStream_t)chorus__device_stream(stream));
     status = err == cudaSuccess ? chorus__device_event_record(stream, event_p)
                                 : chorus__device_fail("cudaMemcpyAsync", err);
-    restore_device(dev, old);
+    chorus__device_leave(dev, old);
     return status;
+}
+
+chorus_status_t chorus__device_copy_queue(void *dst, const void *src, size_t bytes,
+                                          void *stream)
+{
+    cudaError_t err;
+
+    if (bytes == 0 || dst == src)
+        return CHORUS_OK;
+    err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault,
+                          (cudaStream_t)chorus__device_stream(stream));
+    return err == cudaSuccess ? CHORUS_OK : chorus__device_fail("cudaMemcpyAsync", err);
 }
 
 chorus_status_t chorus__device_copy(void *dst, const void *src, size_t bytes)
@@ -401,6 +412,25 @@ void chorus__device_pinned_put(void *ptr)
     (void)ptr;
 }
 
+chorus_status_t chorus__device_enter(int dev, int *old_p)
+{
+    (void)dev;
+    *old_p = -1;
+    return CHORUS_ERR_UNSUPPORTED;
+}
+
+void chorus__device_leave(int dev, int old)
+{
+    (void)dev, (void)old;
+}
+
+chorus_status_t chorus__device_copy_queue(void *dst, const void *src, size_t bytes,
+                                          void *stream)
+{
+    (void)dst, (void)src, (void)bytes, (void)stream;
+    return CHORUS_ERR_UNSUPPORTED;
+}
+
 chorus_status_t chorus__device_event_record(void *stream, void **event_p)
 {
     (void)stream;
@@ -463,6 +493,15 @@ chorus_status_t chorus__device_reduce(chorus_dtype_t dtype, chorus_op_t op, void
                                       void *stream)
 {
     (void)dtype, (void)op, (void)dst, (void)srcs, (void)nsrc, (void)count, (void)stream;
+    return CHORUS_ERR_UNSUPPORTED;
+}
+
+chorus_status_t chorus__device_reduce_to(chorus_dtype_t dtype, chorus_op_t op, void *const *dsts,
+                                         int ndst, const void *const *srcs, int nsrc,
+                                         size_t count, void *stream)
+{
+    (void)dtype, (void)op, (void)dsts, (void)ndst, (void)srcs, (void)nsrc, (void)count;
+    (void)stream;
     return CHORUS_ERR_UNSUPPORTED;
 }
 

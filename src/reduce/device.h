@@ -8,7 +8,8 @@
  * stream of the current device, a blocking one: its work is ordered after
  * the legacy default stream's earlier work, never run on that stream.
  *
- * memory: device.c        kernels: reduce_cuda.cu (from reduce_defs.h)
+ * memory: device.c        sharing memory between processes: device_ipc.c
+ * kernels: reduce_cuda.cu (from reduce_defs.h)
  */
 #ifndef CHORUS_DEVICE_H
 #define CHORUS_DEVICE_H
@@ -36,6 +37,14 @@ void *chorus__device_stream(void *stream);
 /* Log "what: <CUDA's message for err>" and return CHORUS_ERR_DEVICE. err is a cudaError_t. */
 chorus_status_t chorus__device_fail(const char *what, int err);
 
+/*
+ * Make device dev current in the calling thread (dev < 0: keep the current
+ * one); *old_p gets the caller's, which chorus__device_leave(dev, old)
+ * makes current again.
+ */
+chorus_status_t chorus__device_enter(int dev, int *old_p);
+void chorus__device_leave(int dev, int old);
+
 /* Nonzero when ptr is CUDA device memory (not host, pinned host or managed memory). */
 int chorus__device_ptr(const void *ptr);
 
@@ -51,6 +60,10 @@ void chorus__device_pinned_put(void *ptr);
  * CHORUS_ERR_UNSUPPORTED where the driver cannot (nothing was queued).
  */
 chorus_status_t chorus__device_stream_wait(void *stream, const uint32_t *flag, uint32_t value);
+
+/* Queue a copy of bytes in either direction on stream (nothing when dst == src). */
+chorus_status_t chorus__device_copy_queue(void *dst, const void *src, size_t bytes,
+                                          void *stream);
 
 /* A copy of bytes in either direction, over when it returns (the library's stream). */
 chorus_status_t chorus__device_copy(void *dst, const void *src, size_t bytes);
@@ -76,6 +89,45 @@ void chorus__device_event_free(void *event);
 /* An event recorded on stream now: the work before it on stream is what it waits for. */
 chorus_status_t chorus__device_event_record(void *stream, void **event_p);
 
+/* ---- device memory shared between processes (device_ipc.c) --------------- */
+
+/* What another process needs to open the allocation that holds a buffer. */
+#define CHORUS__DEVICE_HANDLE_BYTES 64
+typedef struct {
+    uint8_t handle[CHORUS__DEVICE_HANDLE_BYTES];    /* a cudaIpcMemHandle_t */
+    uint64_t id;            /* the allocation's id, never reused in the exporting process */
+    uint64_t base;          /* the allocation's address in the exporting process */
+    uint64_t offset;        /* of the buffer from base */
+} chorus__device_share_t;
+
+/*
+ * How another process can open the allocation that holds ptr, in two parts:
+ * which allocation it is (id, base, offset), then its handle (a system call:
+ * worth keeping by id). CHORUS_OK, or CHORUS_ERR_UNSUPPORTED for memory
+ * that cannot be shared that way (host memory, memory from a stream-ordered
+ * pool or the virtual memory API).
+ */
+chorus_status_t chorus__device_share_id(const void *ptr, chorus__device_share_t *share);
+chorus_status_t chorus__device_share_handle(chorus__device_share_t *share);
+/*
+ * Open another process's allocation on the current device: *base_p is its
+ * address here. CHORUS_ERR_DEVICE (logged at debug level only) when the
+ * driver refuses, for instance an allocation this process has open already.
+ */
+chorus_status_t chorus__device_open(const chorus__device_share_t *share, void **base_p);
+/* Close what chorus__device_open opened. */
+void chorus__device_close(void *base);
+
+/* The current device: its identity (UUID) and ordinal; CHORUS_ERR_UNSUPPORTED without one. */
+#define CHORUS__DEVICE_UUID_BYTES 16
+chorus_status_t chorus__device_uuid(uint8_t uuid[CHORUS__DEVICE_UUID_BYTES], int *dev_p);
+/* Nonzero when kernels on the current device can reach memory on the device uuid names. */
+int chorus__device_reaches(const uint8_t uuid[CHORUS__DEVICE_UUID_BYTES]);
+
+/* Device memory of the current device (cudaMalloc), NULL when none; freed by _free. */
+void *chorus__device_alloc(size_t bytes);
+void chorus__device_free(void *ptr);
+
 /* ---- kernels (reduce_cuda.cu) -------------------------------------------- */
 
 /*
@@ -88,6 +140,15 @@ chorus_status_t chorus__device_event_record(void *stream, void **event_p);
 chorus_status_t chorus__device_reduce(chorus_dtype_t dtype, chorus_op_t op, void *dst,
                                       const void *const *srcs, int nsrc, size_t count,
                                       void *stream);
+
+/*
+ * chorus__device_reduce written to every one of dsts[0..ndst), in one pass
+ * (1 <= ndst <= CHORUS__DEVICE_REDUCE_MAX_SRCS); an output may be one of
+ * srcs exactly.
+ */
+chorus_status_t chorus__device_reduce_to(chorus_dtype_t dtype, chorus_op_t op, void *const *dsts,
+                                         int ndst, const void *const *srcs, int nsrc,
+                                         size_t count, void *stream);
 
 /* chorus__reduce_finalize on device memory: AVG divides by nranks; other ops do nothing. */
 chorus_status_t chorus__device_finalize(chorus_dtype_t dtype, chorus_op_t op, void *buf,

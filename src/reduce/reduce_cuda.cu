@@ -60,9 +60,13 @@ constexpr int kUnroll = 2;
  */
 constexpr int kConvertVec = 4;
 
-/* The inputs travel by value as a kernel parameter: no device copy of the pointer array. */
+/* The inputs and outputs travel by value as kernel parameters: no device copy of the arrays. */
 struct src_list {
     const void *ptr[CHORUS__DEVICE_REDUCE_MAX_SRCS];
+};
+
+struct dst_list {
+    void *ptr[CHORUS__DEVICE_REDUCE_MAX_SRCS];
 };
 
 /* ---- element types ------------------------------------------------------ */
@@ -234,23 +238,25 @@ __device__ inline size_t scalar_index(size_t s, size_t head, size_t tail)
 /* ---- kernels ------------------------------------------------------------ */
 
 /*
- * dst = Op over the nsrc inputs. Elements [head, head + nvec * V) move as
- * nvec 16-byte vectors, where every pointer is 16-byte aligned; the elements
- * before and after move one by one. head = nvec = 0 is the scalar path.
+ * Every one of the ndst outputs = Op over the nsrc inputs. Elements [head,
+ * head + nvec * V) move as nvec 16-byte vectors, where every pointer is
+ * 16-byte aligned; the elements before and after move one by one. head =
+ * nvec = 0 is the scalar path. A thread reads all inputs of an element
+ * before it writes any output of it, so an output may be an input.
  * The loops over the inputs unroll to the maximum and stop at nsrc, so that
  * every srcs.ptr index is a constant: an index known only at run time would
  * copy the parameter to local memory.
  */
 template <class Op>
 __global__ void __launch_bounds__(kThreads)
-    reduce_kernel(src_list srcs, int nsrc, void *dst_, size_t count, size_t head, size_t nvec)
+    reduce_kernel(src_list srcs, int nsrc, dst_list dsts, int ndst, size_t count, size_t head,
+                  size_t nvec)
 {
     typedef typename Op::conv conv;
     typedef typename conv::elem_t T;
     typedef typename conv::acc_t A;
     constexpr int V = (int)(kVecBytes / sizeof(T));
 
-    T *dst = static_cast<T *>(dst_);
     const size_t stride = thread_count();
 
     for (size_t v0 = first_thread(); v0 < nvec; v0 += stride * kReduceUnroll) {
@@ -301,7 +307,13 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
             for (int k = 0; k < V; k++)
                 out[k] = conv::narrow(acc[u][k]);
-            reinterpret_cast<uint4 *>(dst + head)[v] = pack<uint4>(out);
+            const uint4 packed = pack<uint4>(out);
+#pragma unroll
+            for (int d = 0; d < CHORUS__DEVICE_REDUCE_MAX_SRCS; d++) {
+                if (d >= ndst)
+                    break;
+                reinterpret_cast<uint4 *>(static_cast<T *>(dsts.ptr[d]) + head)[v] = packed;
+            }
         }
     }
 
@@ -316,7 +328,13 @@ __global__ void __launch_bounds__(kThreads)
                 break;
             acc = Op::apply(acc, conv::widen(static_cast<const T *>(srcs.ptr[j])[i]));
         }
-        dst[i] = conv::narrow(acc);
+        const T out = conv::narrow(acc);
+#pragma unroll
+        for (int d = 0; d < CHORUS__DEVICE_REDUCE_MAX_SRCS; d++) {
+            if (d >= ndst)
+                break;
+            static_cast<T *>(dsts.ptr[d])[i] = out;
+        }
     }
 }
 
@@ -509,19 +527,25 @@ chorus_status_t launch_status(const char *what)
 }
 
 template <class Op>
-chorus_status_t launch_reduce(void *dst, const void *const *srcs, int nsrc, size_t count,
-                              cudaStream_t stream)
+chorus_status_t launch_reduce(void *const *dsts, int ndst, const void *const *srcs, int nsrc,
+                              size_t count, cudaStream_t stream)
 {
     typedef typename Op::conv::elem_t T;
     constexpr size_t V = kVecBytes / sizeof(T);
 
-    /* Vectors start where dst reaches 16 bytes; every input must be aligned there too. */
+    /* Vectors start where the first output reaches 16 bytes; every pointer must be aligned
+     * there too. */
     src_list list = {};
-    size_t head = head_elements(dst, sizeof(T), count);
+    dst_list outs = {};
+    size_t head = head_elements(dsts[0], sizeof(T), count);
     bool vectors = true;
     for (int j = 0; j < nsrc; j++) {
         list.ptr[j] = srcs[j];
         vectors = vectors && vector_aligned_at(srcs[j], head * sizeof(T));
+    }
+    for (int d = 0; d < ndst; d++) {
+        outs.ptr[d] = dsts[d];
+        vectors = vectors && vector_aligned_at(dsts[d], head * sizeof(T));
     }
     size_t nvec = vectors ? (count - head) / V : 0;
     if (!vectors)
@@ -531,7 +555,8 @@ chorus_status_t launch_reduce(void *dst, const void *const *srcs, int nsrc, size
     chorus_status_t status = grid_blocks(nvec + (count - nvec * V), &blocks);
     if (status != CHORUS_OK)
         return status;
-    reduce_kernel<Op><<<blocks, kThreads, 0, stream>>>(list, nsrc, dst, count, head, nvec);
+    reduce_kernel<Op><<<blocks, kThreads, 0, stream>>>(list, nsrc, outs, ndst, count, head,
+                                                        nvec);
     return launch_status("reduce kernel launch");
 }
 
@@ -583,8 +608,9 @@ chorus_status_t launch_convert(void *dst, const void *src, size_t count, cudaStr
 
 /* ---- dispatch ----------------------------------------------------------- */
 
-typedef chorus_status_t (*reduce_launch_fn)(void *dst, const void *const *srcs, int nsrc,
-                                            size_t count, cudaStream_t stream);
+typedef chorus_status_t (*reduce_launch_fn)(void *const *dsts, int ndst,
+                                            const void *const *srcs, int nsrc, size_t count,
+                                            cudaStream_t stream);
 typedef chorus_status_t (*finalize_launch_fn)(void *buf, size_t count, int nranks,
                                               cudaStream_t stream);
 typedef chorus_status_t (*convert_launch_fn)(void *dst, const void *src, size_t count,
@@ -664,25 +690,38 @@ convert_launch_fn convert_launcher(chorus_dtype_t to, chorus_dtype_t from)
  * A pointer that is NULL or not aligned to its element is refused up front:
  * on the device it would not fail the call but the whole CUDA context.
  */
-extern "C" chorus_status_t chorus__device_reduce(chorus_dtype_t dtype, chorus_op_t op, void *dst,
-                                                 const void *const *srcs, int nsrc, size_t count,
-                                                 void *stream)
+extern "C" chorus_status_t chorus__device_reduce_to(chorus_dtype_t dtype, chorus_op_t op,
+                                                    void *const *dsts, int ndst,
+                                                    const void *const *srcs, int nsrc,
+                                                    size_t count, void *stream)
 {
     reduce_launch_fn launch = reduce_launcher(dtype, op);
-    if (launch == NULL || nsrc < 1 || nsrc > CHORUS__DEVICE_REDUCE_MAX_SRCS)
+    if (launch == NULL || nsrc < 1 || nsrc > CHORUS__DEVICE_REDUCE_MAX_SRCS || ndst < 1 ||
+        ndst > CHORUS__DEVICE_REDUCE_MAX_SRCS)
         return CHORUS_ERR_INVALID_ARG;
     if (count == 0)
         return CHORUS_OK;
 
     size_t size = elem_size(dtype);
-    if (srcs == NULL || dst == NULL || !aligned_to(dst, size))
+    if (srcs == NULL || dsts == NULL)
         return CHORUS_ERR_INVALID_ARG;
+    for (int d = 0; d < ndst; d++) {
+        if (dsts[d] == NULL || !aligned_to(dsts[d], size))
+            return CHORUS_ERR_INVALID_ARG;
+    }
     for (int j = 0; j < nsrc; j++) {
         if (srcs[j] == NULL || !aligned_to(srcs[j], size))
             return CHORUS_ERR_INVALID_ARG;
     }
 
-    return launch(dst, srcs, nsrc, count, launch_stream(stream));
+    return launch(dsts, ndst, srcs, nsrc, count, launch_stream(stream));
+}
+
+extern "C" chorus_status_t chorus__device_reduce(chorus_dtype_t dtype, chorus_op_t op, void *dst,
+                                                 const void *const *srcs, int nsrc, size_t count,
+                                                 void *stream)
+{
+    return chorus__device_reduce_to(dtype, op, &dst, 1, srcs, nsrc, count, stream);
 }
 
 extern "C" chorus_status_t chorus__device_finalize(chorus_dtype_t dtype, chorus_op_t op,

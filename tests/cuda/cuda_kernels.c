@@ -375,12 +375,14 @@ enum placement {
     DST_APART,     /* its own buffer, shifted like the inputs */
     DST_ALIAS,     /* dst is srcs[0] */
     DST_ALIGNED,   /* its own buffer, unshifted while the inputs are shifted */
+    DST_TWO,       /* two outputs in one pass: srcs[0], and a buffer of its own */
 };
 
 static const char *const placement_names[] = {
     [DST_APART] = "dst apart",
     [DST_ALIAS] = "dst == srcs[0]",
     [DST_ALIGNED] = "dst aligned, srcs not",
+    [DST_TWO] = "dsts srcs[0] and apart",
 };
 
 struct buffers {
@@ -405,7 +407,7 @@ static void run_reduce(struct buffers *b, const struct pool *pool, chorus_dtype_
 
     for (int j = 0; j < nsrc; j++)
         srcs[j] = pool->dev + ((size_t)j * POOL_STRIDE + shift) * size;
-    if (placement == DST_ALIAS) {
+    if (placement == DST_ALIAS || placement == DST_TWO) {
         base = b->dev_scratch;
         cuda_check(cudaMemcpy(base, pool->dev, span * size, cudaMemcpyDeviceToDevice),
                    "cudaMemcpy device to device");
@@ -418,14 +420,36 @@ static void run_reduce(struct buffers *b, const struct pool *pool, chorus_dtype_
         if (placement == DST_ALIGNED)
             dst_off = 0;
     }
+    if (placement == DST_TWO)
+        cuda_check(cudaMemset(b->dev_dst, GUARD_BYTE, span * size), "cudaMemset");
     device_sync();
 
+    void *dsts[2] = {base + dst_off * size, b->dev_dst + dst_off * size};
     chorus_status_t status =
-        chorus__device_reduce(dtype, op, base + dst_off * size, srcs, nsrc, count, NULL);
+        placement == DST_TWO
+            ? chorus__device_reduce_to(dtype, op, dsts, 2, srcs, nsrc, count, NULL)
+            : chorus__device_reduce(dtype, op, dsts[0], srcs, nsrc, count, NULL);
     device_sync();
     download(b->got, base, span * size);
 
     char what[160];
+    if (placement == DST_TWO) {
+        /* The second output, apart: guards around it, the result inside. */
+        unsigned char *around = malloc(span * size), *got = malloc(span * size);
+
+        if (around == NULL || got == NULL) {
+            fprintf(stderr, "out of host memory\n");
+            exit(1);
+        }
+        memset(around, GUARD_BYTE, span * size);
+        download(got, b->dev_dst, span * size);
+        snprintf(what, sizeof(what), "reduce %s %s nsrc %d count %zu shift %zu, second dst",
+                 chorus_dtype_name(dtype), chorus_op_name(op), nsrc, count, shift);
+        check(&reduce_group,
+              judge(what, dtype, status, got, around, dst_off, count, span, b->want, 1));
+        free(around);
+        free(got);
+    }
     snprintf(what, sizeof(what), "reduce %s %s nsrc %d count %zu shift %zu, %s",
              chorus_dtype_name(dtype), chorus_op_name(op), nsrc, count, shift,
              placement_names[placement]);
@@ -490,9 +514,12 @@ static void check_reduce_dtype(struct buffers *b, const struct pool pools[2],
                     if (shift == 1 || !big)
                         run_reduce(b, pool, dtype, (chorus_op_t)op, nsrc, count, shift,
                                    DST_ALIAS);
-                    if (shift == 1 && !big)
+                    if (shift == 1 && !big) {
                         run_reduce(b, pool, dtype, (chorus_op_t)op, nsrc, count, shift,
                                    DST_ALIGNED);
+                        run_reduce(b, pool, dtype, (chorus_op_t)op, nsrc, count, shift,
+                                   DST_TWO);
+                    }
                 }
             }
         }
@@ -764,6 +791,24 @@ static void check_invalid(struct buffers *b)
                   invalid);
     expect_status("reduce srcs NULL",
                   chorus__device_reduce(CHORUS_FLOAT32, CHORUS_SUM, dst, NULL, 2, 8, NULL),
+                  invalid);
+    void *dsts[MAX_SRCS + 1];
+    for (int j = 0; j <= MAX_SRCS; j++)
+        dsts[j] = dst;
+    expect_status("reduce_to ndst 0",
+                  chorus__device_reduce_to(CHORUS_FLOAT32, CHORUS_SUM, dsts, 0, srcs, 2, 8, NULL),
+                  invalid);
+    expect_status("reduce_to ndst 17",
+                  chorus__device_reduce_to(CHORUS_FLOAT32, CHORUS_SUM, dsts, MAX_SRCS + 1, srcs,
+                                           2, 8, NULL),
+                  invalid);
+    expect_status("reduce_to dsts NULL",
+                  chorus__device_reduce_to(CHORUS_FLOAT32, CHORUS_SUM, NULL, 2, srcs, 2, 8, NULL),
+                  invalid);
+    void *dst_null[2] = {dst, NULL};
+    expect_status("reduce_to dsts[1] NULL",
+                  chorus__device_reduce_to(CHORUS_FLOAT32, CHORUS_SUM, dst_null, 2, srcs, 2, 8,
+                                           NULL),
                   invalid);
     const void *with_null[2] = {b->dev_scratch, NULL};
     expect_status("reduce srcs[1] NULL",
