@@ -270,7 +270,8 @@ typedef struct coll_alg {
 /*
  * What alg estimates for a call of bytes in env: a builder's price, or for a
  * team variant its transport's, where a node team serves every rank of the
- * communicator in host memory (INFINITY otherwise).
+ * communicator, with the team flags the variant needs, in a memory type the
+ * variant serves (INFINITY otherwise).
  */
 double coll_alg_price(const coll_alg_t *alg, const coll_env_t *env, size_t bytes);
 
@@ -307,13 +308,13 @@ int coll_price_hier(const coll_env_t *env, tune_shape_t *shape_p, double *price_
 double coll_price_team(const coll_env_t *env, coll_type_t coll, double bytes);
 
 /*
- * The cheapest variant of ops that runs coll (vform: its v-form) on a team
- * described by desc, with its price in *price_p; -1 when none does. Every
+ * The cheapest variant of ops that runs coll (vform: its v-form) on buffers in
+ * mem on a team described by desc, with its price in *price_p; -1 when none does. Every
  * member prices the same call alike, so all choose the same one.
  */
 int coll_team_variant(const tl_coll_ops_t *ops, const tl_coll_ctx_t *ctx,
-                      const tl_team_desc_t *desc, coll_type_t coll, size_t bytes, int vform,
-                      double *price_p);
+                      const tl_team_desc_t *desc, coll_type_t coll, coll_mem_t mem,
+                      size_t bytes, int vform, double *price_p);
 
 /*
  * The task of a call with alg: a schedule built and bound to port and

@@ -8,8 +8,8 @@
 #include <math.h>
 
 int coll_team_variant(const tl_coll_ops_t *ops, const tl_coll_ctx_t *ctx,
-                      const tl_team_desc_t *desc, coll_type_t coll, size_t bytes, int vform,
-                      double *price_p)
+                      const tl_team_desc_t *desc, coll_type_t coll, coll_mem_t mem,
+                      size_t bytes, int vform, double *price_p)
 {
     double best_price = INFINITY;
     int best = -1;
@@ -17,7 +17,8 @@ int coll_team_variant(const tl_coll_ops_t *ops, const tl_coll_ctx_t *ctx,
     for (int v = 0; v < ops->nvariants; v++) {
         double price;
 
-        if (!tl_coll_variant_runs(ops, v, coll, desc->flags, vform))
+        if (!tl_coll_variant_runs(ops, v, coll, desc->flags, vform) ||
+            !tl_coll_variant_serves(ops, v, mem))
             continue;
         price = ops->price(ctx, desc, v, coll, bytes);
         if (best < 0 || price < best_price) {
@@ -34,12 +35,15 @@ int coll_env_team_of_all(const coll_env_t *env)
     return env->team_ops != NULL && env->team_desc.size == env->nranks;
 }
 
-/* The transports' variants run on host memory only. */
+/* A transport's variant runs where the team holds every rank, on the memory it serves. */
 double coll_alg_price(const coll_alg_t *alg, const coll_env_t *env, size_t bytes)
 {
     if (alg->team_ops == NULL)
         return alg->price(env, bytes);
-    if (env->mem != COLL_MEM_HOST || !coll_env_team_of_all(env) || env->team_ops != alg->team_ops)
+    if (!coll_env_team_of_all(env) || env->team_ops != alg->team_ops ||
+        !tl_coll_variant_serves(alg->team_ops, alg->team_variant, env->mem) ||
+        !tl_coll_variant_runs(alg->team_ops, alg->team_variant, alg->coll, env->team_desc.flags,
+                              0))
         return INFINITY;
     return alg->team_ops->price(env->team_ctx, &env->team_desc, alg->team_variant, alg->coll,
                                 bytes);
@@ -98,7 +102,7 @@ double coll_price_team(const coll_env_t *env, coll_type_t coll, double bytes)
     double price = INFINITY;
 
     if (env->team_ops != NULL)
-        coll_team_variant(env->team_ops, env->team_ctx, &env->team_desc, coll, (size_t)bytes, 0,
-                          &price);
+        coll_team_variant(env->team_ops, env->team_ctx, &env->team_desc, coll, env->mem,
+                          (size_t)bytes, 0, &price);
     return price;
 }

@@ -24,7 +24,7 @@ long coll_sched_team(coll_sched_t *s, coll_team_t *team, const coll_args_t *args
     long idx;
 
     if (team != NULL && team->team != NULL)
-        variant = coll_team_variant(team->ops, team->ctx, &team->desc, args->coll,
+        variant = coll_team_variant(team->ops, team->ctx, &team->desc, args->coll, args->mem,
                                     team_call_bytes(args), args->counts != NULL, &price);
     if (variant < 0) {
         chorus_error("no team variant runs %s on %d ranks", coll_type_name(args->coll),
@@ -57,9 +57,11 @@ chorus_status_t coll_alg_task(const coll_alg_t *alg, const coll_args_t *args,
         if (team == NULL || team->team == NULL || team->ops != alg->team_ops ||
             team->desc.size != args->size ||
             !tl_coll_variant_runs(team->ops, alg->team_variant, args->coll, team->desc.flags,
-                                  0)) {
-            chorus_error("rank %d: %s %s needs a team of every rank, which this communicator "
-                         "does not have", args->rank, alg->name, coll_type_name(args->coll));
+                                  0) ||
+            !tl_coll_variant_serves(team->ops, alg->team_variant, args->mem)) {
+            chorus_error("rank %d: %s %s in %s memory needs a team of every rank that runs it "
+                         "there, which this communicator does not have", args->rank, alg->name,
+                         coll_type_name(args->coll), coll_mem_name(args->mem));
             return CHORUS_ERR_INTERNAL;
         }
         return team->ops->task_create(team->team, args, alg->team_variant, task_p);

@@ -241,7 +241,14 @@ static char *trim(char *s)
     return s;
 }
 
-/* "a, b, c": the collectives, or the candidates of coll when coll is valid. */
+/* Whether alg runs on host memory: what overrides choose among. */
+static int serves_host(const coll_alg_t *alg)
+{
+    return alg->team_ops == NULL ||
+           tl_coll_variant_serves(alg->team_ops, alg->team_variant, COLL_MEM_HOST);
+}
+
+/* "a, b, c": the collectives, or the host candidates of coll when coll is valid. */
 static void list_names(const coll_select_t *sel, coll_type_t coll, char *buf, size_t len)
 {
     int n = coll < COLL_TYPE_COUNT ? sel->ncands[coll] : COLL_TYPE_COUNT;
@@ -251,18 +258,21 @@ static void list_names(const coll_select_t *sel, coll_type_t coll, char *buf, si
     for (int i = 0; i < n && used < len; i++) {
         const char *name = coll < COLL_TYPE_COUNT ? sel->cands[coll][i]->name
                                                   : coll_type_name((coll_type_t)i);
-        int w = snprintf(buf + used, len - used, "%s%s", i ? ", " : "", name);
+        int w;
 
+        if (coll < COLL_TYPE_COUNT && !serves_host(sel->cands[coll][i]))
+            continue;
+        w = snprintf(buf + used, len - used, "%s%s", used ? ", " : "", name);
         used += w > 0 ? (size_t)w : 0;
     }
 }
 
-/* The candidate of coll called name (case-insensitive), or NULL. */
+/* The host candidate of coll called name (case-insensitive), or NULL. */
 static const coll_alg_t *find_candidate(const coll_select_t *sel, coll_type_t coll,
                                         const char *name)
 {
     for (int i = 0; i < sel->ncands[coll]; i++) {
-        if (strcasecmp(name, sel->cands[coll][i]->name) == 0)
+        if (strcasecmp(name, sel->cands[coll][i]->name) == 0 && serves_host(sel->cands[coll][i]))
             return sel->cands[coll][i];
     }
     return NULL;
@@ -476,8 +486,9 @@ static chorus_status_t apply_overrides(coll_select_t *sel, const select_override
 }
 
 /*
- * Overrides name host memory's algorithms: no algorithm serves another
- * memory type yet, so there is nothing to override there.
+ * Overrides name host memory's algorithms. Device memory has one way to
+ * run a declared device call where it has any (the node team's kernels),
+ * and staging otherwise: nothing to choose between there.
  */
 chorus_status_t coll_select_override(coll_select_t *sel, const char *overrides)
 {
@@ -672,12 +683,14 @@ void coll_select_print(FILE *out, const coll_select_t *sel)
     print_heading(out, sel);
     for (int m = 0; m < COLL_MEM_TYPE_COUNT; m++) {
         if (m != COLL_MEM_HOST && !mem_served(sel, (coll_mem_t)m)) {
-            fprintf(out, "# %s memory: no algorithm (such calls fail)\n",
-                    coll_mem_name((coll_mem_t)m));
+            fprintf(out, "# %s memory: no algorithm runs on the devices (such calls are "
+                    "staged through host memory)\n", coll_mem_name((coll_mem_t)m));
             continue;
         }
         if (m != COLL_MEM_HOST)
-            fprintf(out, "# %s memory:\n", coll_mem_name((coll_mem_t)m));
+            fprintf(out, "# %s memory, calls every rank declares so (mem_type); calls not "
+                    "declared, and where (none), are staged through host memory:\n",
+                    coll_mem_name((coll_mem_t)m));
         for (int c = 0; c < COLL_TYPE_COUNT; c++) {
             for (size_t i = 0; i < sel->colls[c][m].count; i++)
                 print_range(out, sel, (coll_type_t)c, &sel->colls[c][m].ranges[i]);

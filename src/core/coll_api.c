@@ -81,6 +81,7 @@ static chorus_status_t call_memory(coll_args_t *a, const chorus_opts_t *opts,
 
     a->mem = COLL_MEM_HOST;
     a->dev_bufs = 0;
+    a->dev_call = 0;
     a->stream = chorus__opts_stream(opts);
     if (mem == CHORUS_MEM_HOST && a->stream == NULL)
         return CHORUS_OK;
@@ -97,6 +98,7 @@ static chorus_status_t call_memory(coll_args_t *a, const chorus_opts_t *opts,
         a->dev_bufs |= COLL_DEV_RECV;
     if (mem == CHORUS_MEM_CUDA || a->stream != NULL || a->dev_bufs != 0)
         a->mem = COLL_MEM_CUDA;
+    a->dev_call = mem == CHORUS_MEM_CUDA;
     return CHORUS_OK;
 }
 

@@ -36,7 +36,7 @@ static const chorus__config_var_t core_vars[] = {
      chorus__config_parse_double, offsetof(chorus__core_config_t, stall_warn_s)},
     {"CHORUS_DEBUG_CHECK", "0",
      "before each collective, every rank compares its call (collective, sequence number, "
-     "count, dtype, op, root) with every other rank's; a mismatch fails the call on every "
+     "count, dtype, op, root, whether it runs on the devices) with every other rank's; a mismatch fails the call on every "
      "rank with CHORUS_ERR_INVALID_ARG and a message naming both ranks and their calls, "
      "before any data moves (costs one small allgather per call; set it on every rank or "
      "on none)",

@@ -11,7 +11,7 @@
 
 #define CHECK_MAGIC 0x6368636b66703031ULL   /* "chckfp01" */
 
-/* One rank's call, little-endian on the wire: 56 bytes. */
+/* One rank's call, little-endian on the wire: 64 bytes. */
 typedef struct {
     uint64_t magic;
     uint64_t coll;
@@ -20,6 +20,7 @@ typedef struct {
     uint64_t dtype;
     uint64_t op;
     uint64_t root;
+    uint64_t device;            /* 1: the call runs on the devices (a declared device call) */
 } check_fp_t;
 
 typedef struct {
@@ -56,6 +57,8 @@ static void check_describe(const check_fp_t *fp, char *buf, size_t len)
     if (n > 0 && (size_t)n < len && (coll == COLL_BROADCAST || coll == COLL_REDUCE))
         n += snprintf(buf + n, len - (size_t)n, ", root %lld",
                       (long long)(int64_t)le64toh(fp->root));
+    if (n > 0 && (size_t)n < len && le64toh(fp->device) != 0)
+        n += snprintf(buf + n, len - (size_t)n, ", on the devices");
     if (n > 0 && (size_t)n < len)
         snprintf(buf + n, len - (size_t)n, ")");
 }
@@ -127,6 +130,7 @@ static void check_seal(check_fp_t *fp, const coll_args_t *args, uint64_t seq)
     fp->dtype = htole64((uint64_t)args->dtype);
     fp->op = htole64((uint64_t)args->op);
     fp->root = htole64((uint64_t)(int64_t)args->root);
+    fp->device = htole64(args->mem == COLL_MEM_CUDA ? 1 : 0);
 }
 
 chorus_status_t chorus__check_create(chorus_comm_t comm, const coll_args_t *args, uint64_t seq,

@@ -1,7 +1,7 @@
 /*
  * CHORUS_DEBUG_CHECK: before a collective moves any data, every rank
  * publishes a fingerprint of its call (collective, sequence number, count,
- * dtype, op, root) in a hidden ring allgather (tags CHORUS__TAG_HIDDEN,
+ * dtype, op, root, whether it runs on the devices) in a hidden ring allgather (tags CHORUS__TAG_HIDDEN,
  * ctrl.h), and compares all of them. Every rank sees the same fingerprints,
  * so every rank reaches the same verdict: on a mismatch each fails the call
  * with CHORUS_ERR_INVALID_ARG and names the first rank whose call differs

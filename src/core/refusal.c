@@ -25,7 +25,8 @@ typedef struct {
 
 /* A call's shape, as a rank tells it to a learning rank (little-endian on the wire). */
 typedef struct {
-    uint32_t known;             /* 0: this rank has no valid shape for the call */
+    uint32_t known;             /* 0: this rank has no valid shape for the call; else
+                                 * SHAPE_KNOWN, and SHAPE_DEVICE for a device call */
     uint32_t coll;
     uint32_t dtype;
     uint32_t op;
@@ -33,6 +34,9 @@ typedef struct {
     uint32_t wire;              /* compression: chorus_dtype_t, CHORUS_DTYPE_COUNT for none */
     uint64_t count;
 } refusal_shape_t;
+
+#define SHAPE_KNOWN 1u
+#define SHAPE_DEVICE 2u             /* coll_args_t.dev_call: the ranks run it on the devices */
 
 /* A refused call: one of this rank's, or a peer's. */
 typedef struct refusal_note {
@@ -330,9 +334,10 @@ static int shape_decode(chorus_comm_t comm, const refusal_shape_t *w, coll_args_
     chorus_op_t op = (chorus_op_t)le32toh(w->op);
     int root = (int32_t)le32toh((uint32_t)w->root);
     uint64_t count = le64toh(w->count);
+    uint32_t known = le32toh(w->known);
 
     wire = (chorus_dtype_t)le32toh(w->wire);
-    if (le32toh(w->known) == 0 || (unsigned)coll >= COLL_TYPE_COUNT ||
+    if (!(known & SHAPE_KNOWN) || (unsigned)coll >= COLL_TYPE_COUNT ||
         (unsigned)dtype >= CHORUS_DTYPE_COUNT || (unsigned)op >= CHORUS_OP_COUNT ||
         root < 0 || root >= comm->size || count > SIZE_MAX ||
         (wire != CHORUS_DTYPE_COUNT && wire != CHORUS_FLOAT16 && wire != CHORUS_BFLOAT16))
@@ -342,6 +347,7 @@ static int shape_decode(chorus_comm_t comm, const refusal_shape_t *w, coll_args_
     a->op = op;
     a->root = root;
     a->count = (size_t)count;
+    a->dev_call = (known & SHAPE_DEVICE) != 0;
     *wire_p = wire;
     return 1;
 }
@@ -366,7 +372,8 @@ int chorus__refusal_learned(const chorus__task_t *task, coll_args_t *shape,
             from = r;
         } else if (theirs.coll != shape->coll || theirs.count != shape->count ||
                    theirs.dtype != shape->dtype || theirs.op != shape->op ||
-                   theirs.root != shape->root || wire != *wire_p) {
+                   theirs.root != shape->root || theirs.dev_call != shape->dev_call ||
+                   wire != *wire_p) {
             chorus_warn("rank %d: ranks %d and %d made call #%llu differently; this rank "
                         "runs it as rank %d did", comm->rank, from, r,
                         (unsigned long long)le64toh(t->msg.seq), from);
@@ -404,7 +411,8 @@ static void refusal_remember(chorus__refusal_t *rf, uint64_t seq, const coll_arg
     p->used = 1;
     if (!known || args == NULL)
         return;
-    p->shape.known = htole32(1);
+    p->shape.known =
+        htole32(SHAPE_KNOWN | (args->dev_call && args->counts == NULL ? SHAPE_DEVICE : 0));
     p->shape.coll = htole32((uint32_t)args->coll);
     p->shape.dtype = htole32((uint32_t)args->dtype);
     p->shape.op = htole32((uint32_t)args->op);

@@ -78,9 +78,9 @@ chorus_status_t chorus__refusal_task_create(chorus_comm_t comm, const coll_args_
                                             chorus__refused_t kind, chorus__task_t **task_p);
 
 /*
- * What a learning task (over) heard: 1 with coll, count, dtype, op and root
- * of *shape and the compression *wire_p set from the first rank that knew
- * the call's shape (ranks that knew it differently are logged); 0 when no
+ * What a learning task (over) heard: 1 with coll, count, dtype, op, root and
+ * dev_call of *shape and the compression *wire_p set from the first rank that
+ * knew the call's shape (ranks that knew it differently are logged); 0 when no
  * rank did (every rank refused the call's shape).
  */
 int chorus__refusal_learned(const chorus__task_t *task, coll_args_t *shape,

@@ -275,9 +275,10 @@ static chorus_status_t call_post(chorus_comm_t comm, const coll_args_t *args,
     if (status == CHORUS_OK && staged != NULL) {
         task = coll_staged_task(staged, task);
         staged = NULL;
-        /* Its result reaches the caller's stream by itself: a blocking call need not wait. */
-        detach = blocking && coll_staged_enqueued(task);
     }
+    /* Its result reaches the caller's stream by itself: a blocking call need not wait. */
+    if (status == CHORUS_OK && blocking)
+        detach = (task->flags & CHORUS__TASK_ENQUEUED) || coll_staged_enqueued(task);
     if (status == CHORUS_OK && blocking && !detach && (task->flags & CHORUS__TASK_INLINE)) {
         int idle = 0;
 
@@ -325,6 +326,15 @@ chorus_status_t chorus__call(chorus_comm_t comm, const coll_args_t *args, int bl
 
     if (status != CHORUS_OK)
         return status;
+    /*
+     * A device call that every rank declared runs on the devices where an
+     * algorithm does (the node team's kernels); the v-forms, and calls that
+     * none serves, are staged like any other device buffers.
+     */
+    if (args->mem == COLL_MEM_CUDA && args->dev_call && args->counts == NULL &&
+        (alg = coll_select_call(comm->select, args->coll, COLL_MEM_CUDA, coll_args_bytes(args),
+                                comm->rank)) != NULL)
+        return call_post(comm, args, args, NULL, alg, blocking, 0, req_p);
     /* Device buffers: a host algorithm runs on page-locked copies of them. */
     if (args->mem == COLL_MEM_CUDA) {
         status = coll_staged_begin(args, &host, &staged);
@@ -494,6 +504,8 @@ static chorus_status_t scratch_build(scratch_call_t *t, const coll_args_t *shape
     run.size = comm->size;
     run.chunk_bytes = comm->ctx->cfg.chunk_bytes;
     run.mem = COLL_MEM_HOST;
+    run.stream = NULL;
+    run.dev_bufs = 0;
     coll_args_elems(&run, (size_t)comm->size, elems);
     /* calloc: pages that the call only reads cost nothing. */
     if (run.count > SIZE_MAX / esize / (size_t)comm->size ||
@@ -510,7 +522,12 @@ static chorus_status_t scratch_build(scratch_call_t *t, const coll_args_t *shape
         return coll_compressed_task(&run, wire, &comm->env, &comm->port.port,
                                     chorus__tag_base(t->seq), &comm->ctx->scratch_pool, NULL,
                                     &t->sub);
-    if ((alg = call_select(comm, &run)) == NULL)
+    /* A device call runs as the others run it: the device path stages host buffers too. */
+    if (run.dev_call &&
+        (alg = coll_select_lookup(comm->select, run.coll, COLL_MEM_CUDA,
+                                  coll_args_bytes(&run))) != NULL)
+        run.mem = COLL_MEM_CUDA;
+    else if ((alg = call_select(comm, &run)) == NULL)
         return CHORUS_ERR_UNSUPPORTED;
     return call_task(comm, &run, alg, t->seq, 0, &t->sub, &t->via);
 }

@@ -45,16 +45,31 @@ static const tl_coll_ops_t *team_ops(void)
 }
 
 /* Every capability the variants need, or all but single copy. */
+/* The flags of every host variant (shm_cma's only with cma); the device variant's apart. */
 static uint32_t team_flags(int cma)
 {
     const tl_coll_ops_t *ops = team_ops();
     uint32_t flags = TL_TEAM_OK;
 
     for (int v = 0; v < ops->nvariants; v++) {
-        if (cma || strcmp(ops->variants[v].name, "shm_cma") != 0)
+        if ((cma || strcmp(ops->variants[v].name, "shm_cma") != 0) &&
+            tl_coll_variant_serves(ops, v, COLL_MEM_HOST))
             flags |= ops->variants[v].needs;
     }
     return flags;
+}
+
+/* The flags the variant called name needs. */
+static uint32_t variant_needs(const char *name)
+{
+    const tl_coll_ops_t *ops = team_ops();
+
+    for (int v = 0; v < ops->nvariants; v++) {
+        if (strcmp(ops->variants[v].name, name) == 0)
+            return ops->variants[v].needs;
+    }
+    cr_assert_fail("no variant %s", name);
+    return 0;
 }
 
 /* env with a node team of size ranks (the transport's default slot: no context). */
@@ -173,9 +188,17 @@ Test(cost, one_rank_costs_nothing)
     for (int c = 0; c < COLL_TYPE_COUNT; c++) {
         int n = coll_alg_list((coll_type_t)c, algs, COLL_CANDIDATES_MAX);
 
-        for (int i = 0; i < n; i++)
+        for (int i = 0; i < n; i++) {
+            /* The device variant: not on host memory, whatever the size. */
+            if (algs[i]->team_ops != NULL &&
+                !tl_coll_variant_serves(algs[i]->team_ops, algs[i]->team_variant,
+                                        COLL_MEM_HOST)) {
+                cr_assert(isinf(coll_alg_price(algs[i], &env, 1 << 20)), "%s", algs[i]->name);
+                continue;
+            }
             cr_assert_eq(coll_alg_price(algs[i], &env, 1 << 20), 0.0, "%s/%s",
                          coll_type_name((coll_type_t)c), algs[i]->name);
+        }
     }
     topo_layout_free(l);
 }
@@ -195,17 +218,17 @@ Test(cost, every_builder_prices_itself)
 Test(cost, candidates_in_registry_order)
 {
     static const char *const allreduce[] = {"ring", "rd", "rabenseifner", "hier", "shm",
-                                            "shm_slice", "shm_cma"};
+                                            "shm_slice", "shm_cma", "shm_cuda"};
     const coll_alg_t *algs[COLL_CANDIDATES_MAX];
     int n = coll_alg_list(COLL_ALLREDUCE, algs, COLL_CANDIDATES_MAX);
 
-    cr_assert_eq(n, 7);
+    cr_assert_eq(n, 8);
     for (int i = 0; i < n; i++)
         cr_assert_str_eq(algs[i]->name, allreduce[i]);
     cr_assert_eq(algs[0], &coll_ring_allreduce);
     cr_assert_not_null(algs[4]->team_ops);
     /* A short array gets the first ones and the count of all. */
-    cr_assert_eq(coll_alg_list(COLL_ALLREDUCE, algs, 2), 7);
+    cr_assert_eq(coll_alg_list(COLL_ALLREDUCE, algs, 2), 8);
     /* Alltoall: the pairwise exchange, then the shm team's staging and single copy. */
     cr_assert_eq(coll_alg_list(COLL_ALLTOALL, algs, COLL_CANDIDATES_MAX), 3);
     cr_assert_eq(algs[0], &coll_pairwise_alltoall);
@@ -999,7 +1022,7 @@ Test(spread, hierarchical_override_allowed_on_one_node)
 
 /* ---- device memory ------------------------------------------------------- */
 
-/* No algorithm serves device memory yet: its tables name none, and say so. */
+/* Without a team whose devices reach each other, no algorithm runs on device memory. */
 Test(device, no_algorithm_for_device_memory)
 {
     topo_layout_t *l = layout_of("4");
@@ -1021,9 +1044,54 @@ Test(device, no_algorithm_for_device_memory)
     for (size_t i = 0; coll_algs[i] != NULL; i++)
         cr_assert(isinf(coll_alg_price(coll_algs[i], &env, 1024)), "%s", coll_algs[i]->name);
     text = print_table(t);
-    cr_assert_not_null(strstr(text, "\n# cuda memory: no algorithm (such calls fail)\n"),
+    cr_assert_not_null(strstr(text, "\n# cuda memory: no algorithm runs on the devices (such "
+                              "calls are staged through host memory)\n"), "%s", text);
+    free(text);
+    coll_select_destroy(t);
+    topo_layout_free(l);
+}
+
+/*
+ * A node team whose devices reach each other: shm_cuda serves device calls of
+ * every collective it runs, at every size, and nothing on host memory.
+ */
+Test(device, node_team_kernels_for_device_memory)
+{
+    static const coll_type_t runs[] = {COLL_ALLREDUCE, COLL_REDUCE, COLL_REDUCE_SCATTER,
+                                       COLL_ALLGATHER, COLL_BROADCAST};
+    topo_layout_t *l = layout_of("3");
+    coll_env_t env = env_of(3, l);
+    coll_select_t *t;
+    char *text;
+
+    env_team(&env, 3, 0, 1);
+    env.team_desc.flags |= variant_needs("shm_cuda");
+    t = build_env(&env);
+    check_cover(t, COLL_MEM_CUDA);
+    for (int c = 0; c < COLL_TYPE_COUNT; c++) {
+        int served = 0;
+
+        for (size_t k = 0; k < sizeof(runs) / sizeof(runs[0]); k++)
+            served |= runs[k] == (coll_type_t)c;
+        for (size_t i = 0; i < sizeof(probe) / sizeof(probe[0]); i++) {
+            const coll_alg_t *alg = coll_select_lookup(t, (coll_type_t)c, COLL_MEM_CUDA,
+                                                       probe[i]);
+
+            if (served)
+                cr_assert(alg != NULL && strcmp(alg->name, "shm_cuda") == 0, "%s at %zu",
+                          coll_type_name((coll_type_t)c), probe[i]);
+            else
+                cr_assert_null(alg, "%s at %zu", coll_type_name((coll_type_t)c), probe[i]);
+            alg = coll_select_lookup(t, (coll_type_t)c, COLL_MEM_HOST, probe[i]);
+            cr_assert(alg == NULL || strcmp(alg->name, "shm_cuda") != 0);
+        }
+    }
+    text = print_table(t);
+    cr_assert_not_null(strstr(text, "\n# cuda memory, calls every rank declares so (mem_type)"),
                        "%s", text);
     free(text);
+    /* CHORUS_TUNE sets host memory's algorithms: the device variant is not one of them. */
+    cr_assert_eq(coll_select_override(t, "allreduce=shm_cuda"), CHORUS_ERR_INVALID_ARG);
     coll_select_destroy(t);
     topo_layout_free(l);
 }

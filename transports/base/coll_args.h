@@ -71,6 +71,12 @@ typedef struct {
     const size_t *displs;   /* v-forms only: [size] first element of each block */
     void *stream;           /* CUDA stream the call is ordered on (a cudaStream_t), or NULL */
     unsigned dev_bufs;      /* COLL_DEV_*: this rank's buffers that are on a CUDA device */
+    /*
+     * The caller declared the call a device call (mem_type CHORUS_MEM_CUDA),
+     * which every rank of the call does: the ranks may run it with device
+     * algorithms together. Otherwise device buffers are staged by each rank.
+     */
+    int dev_call;
 } coll_args_t;
 
 /* coll_args_t.dev_bufs: the sendbuf or recvbuf this rank touches is CUDA device memory. */

@@ -63,6 +63,11 @@ enum { CHORUS__TASK_NEW = 0, CHORUS__TASK_POSTED, CHORUS__TASK_DONE };
 
 /* May be driven by any one thread at a time without the transports' progress. */
 #define CHORUS__TASK_INLINE 1u
+/*
+ * Ordered on the caller's CUDA stream at the call: the stream's later work
+ * waits until the call is over, so a blocking call need not wait for it.
+ */
+#define CHORUS__TASK_ENQUEUED 2u
 
 /* The common head of every task; a kind's own struct starts with it. */
 struct chorus__task {

@@ -56,12 +56,16 @@ typedef struct {
     uint32_t flags;             /* agreed team flags */
 } tl_team_desc_t;
 
+/* tl_coll_variant_t.mems: the bit of a memory type. */
+#define TL_MEM(mem) (1u << (mem))
+
 /* One way a transport runs collectives, under the name selection and CHORUS_TUNE use. */
 typedef struct {
     const char *name;           /* "shm", "shm_slice", ... */
     uint32_t colls;             /* bit (1 << coll_type_t) of every collective it runs */
     uint32_t needs;             /* team flags it needs besides TL_TEAM_OK */
     int vforms;                 /* runs the v-forms of allgather and reduce_scatter */
+    uint32_t mems;              /* TL_MEM of every memory type it runs on; 0: host only */
 } tl_coll_variant_t;
 
 typedef struct {
@@ -104,5 +108,7 @@ extern const tl_coll_ops_t *const tl_coll_all[];
 /* Whether variant v of ops runs coll on a team with these flags (and the v-form when vform). */
 int tl_coll_variant_runs(const tl_coll_ops_t *ops, int v, coll_type_t coll, uint32_t flags,
                          int vform);
+/* Whether variant v of ops runs on buffers in mem. */
+int tl_coll_variant_serves(const tl_coll_ops_t *ops, int v, coll_mem_t mem);
 
 #endif

@@ -16,6 +16,11 @@
  * own buffers) where the kernel allows it. Both run allreduce, reduce,
  * reduce_scatter, allgather, broadcast and alltoall, and the v-forms of
  * allgather and reduce_scatter (blocks of any length, anywhere).
+ *
+ * A third path serves calls on CUDA device memory (shm_cuda.c): the ranks'
+ * buffers are opened in each other's processes through CUDA IPC, and each
+ * rank's kernels read and write its peers' buffers directly; the counters
+ * in the regions still order the steps.
  */
 #ifndef CHORUS_SHM_H
 #define CHORUS_SHM_H
@@ -35,6 +40,8 @@ typedef struct {
     int32_t pid;
     int32_t fd;                 /* -1: this rank has no region */
     uint8_t token[SHM_TOKEN_BYTES];
+    int32_t dev;                /* the rank's CUDA device (ordinal in its process), or -1 */
+    uint8_t dev_uuid[16];       /* that device's identity */
 } shm_card_t;
 
 typedef struct {
@@ -43,6 +50,7 @@ typedef struct {
     int cma;                    /* CHORUS_SHM_CMA */
     size_t nt_bytes;            /* CHORUS_SHM_NT_THRESHOLD */
     size_t spin;                /* CHORUS_SHM_SPIN */
+    int cuda;                   /* CHORUS_SHM_CUDA */
 } shm_config_t;
 
 extern const chorus__config_table_t shm_config_table;
@@ -51,11 +59,14 @@ extern const chorus__config_table_t shm_config_table;
 typedef enum {
     SHM_FLAT = 0,           /* staging; every rank reads every slot */
     SHM_SLICE,              /* staging; each rank reduces one slice for all */
-    SHM_CMA                 /* single copy between the ranks' buffers */
+    SHM_CMA,                /* single copy between the ranks' buffers */
+    SHM_CUDA                /* device kernels on the ranks' device buffers (CUDA IPC) */
 } shm_kind_t;
 
 /* Team flag: single copy (cross-memory attach) works between every pair of members. */
 #define SHM_TEAM_CMA (1u << 1)
+/* Team flag: every member has a CUDA device whose kernels reach every other member's. */
+#define SHM_TEAM_CUDA (1u << 2)
 
 /* The collective transport (shm_team.c). */
 extern const tl_coll_ops_t tl_shm_coll_ops;
@@ -73,6 +84,7 @@ void shm_region_destroy(shm_region_t *region);
  * Map every local peer's region (cards in local-rank order, own card at
  * local_rank) and check each one's token. Takes the own region over, also
  * on failure. *cma_ok_p says whether cross-memory attach reached every peer.
+ * A card's device (dev, dev_uuid) is filled by shm_cuda_card.
  */
 chorus_status_t shm_node_create(shm_region_t *own, const shm_card_t *cards, int local_rank,
                                 int local_size, const shm_config_t *cfg, shm_node_t **node_p,
@@ -102,6 +114,11 @@ typedef struct {
     size_t per;                 /* staging: elements of each rank's part per round */
     size_t esize;
     size_t bytes;               /* the call's whole vector in bytes */
+    /* SHM_CUDA (shm_cuda.c): the call's device work, from the call on */
+    void *dev_ready;            /* event: the caller's earlier device work is done */
+    void *dev_work;             /* event: this rank's work of the current step is done */
+    uint32_t *dev_gate;         /* the caller's stream waits for this word (page-locked) */
+    void *dev_gate_passed;      /* event after that wait on the caller's stream */
 } shm_op_t;
 
 /*
@@ -122,5 +139,16 @@ void shm_op_skip(shm_op_t *op);
 int shm_op_progress(shm_op_t *op);
 /* Wait at most max_us for the peer the op waits on: spin, then yield, then sleep (futex). */
 void shm_op_wait(shm_op_t *op, unsigned max_us);
+/* The call's task is released: what the op holds besides the node goes (any kind). */
+void shm_op_release(shm_op_t *op);
+
+/* ---- CUDA device buffers (shm_cuda.c) ----------------------------------- */
+
+/* This rank's device in card, when cfg allows and the process has one (else dev = -1). */
+void shm_cuda_card(const shm_config_t *cfg, shm_card_t *card);
+/* Whether every card's device is reachable from this rank's (SHM_TEAM_CUDA). */
+int shm_cuda_team_ok(const shm_card_t *cards, int n, int me);
+/* Whether op's results reach the caller's stream by themselves (CHORUS__TASK_ENQUEUED). */
+int shm_cuda_enqueued(const shm_op_t *op);
 
 #endif

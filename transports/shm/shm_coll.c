@@ -8,7 +8,8 @@
  * copy out in a third step). The two slots alternate, so the next round's
  * copy-in only waits until every rank is done with the slot it overwrites.
  * What each collective copies in and out is in shm_stage.c and
- * shm_alltoall.c; single-copy calls are in shm_cma.c.
+ * shm_alltoall.c; single-copy calls are in shm_cma.c, calls on device
+ * buffers in shm_cuda.c.
  *
  * The first round's wait also checks every rank's whole fingerprint of the
  * call (published beside its step word), so that ranks that called with
@@ -21,7 +22,7 @@
 #include "transports/shm/shm_internal.h"
 #include "util/log.h"
 
-enum { PH_START, PH_SLOT, PH_IN, PH_MID, PH_CMA, PH_DONE };
+enum { PH_START, PH_SLOT, PH_IN, PH_MID, PH_CMA, PH_CUDA, PH_DONE };
 
 /* Elements of each rank's part per round: a slot, shared by the parts it holds. */
 static size_t round_elems(const shm_node_t *node, coll_type_t coll, size_t esize)
@@ -86,6 +87,14 @@ void shm_op_init(shm_op_t *op, shm_node_t *node, const coll_args_t *args, shm_ki
     }
     op->per = op->esize ? round_elems(node, args->coll, op->esize) : 0;
     op->nrounds = op->per ? (longest_part(args) + op->per - 1) / op->per : 0;
+    if (kind == SHM_CUDA)
+        shm_cuda_op_init(op);
+}
+
+void shm_op_release(shm_op_t *op)
+{
+    if (op->kind == SHM_CUDA)
+        shm_cuda_op_release(op);
 }
 
 /*
@@ -190,7 +199,10 @@ static int op_start(shm_op_t *op)
     op->base = node->step;
     if (op->nrounds == 0)
         return op_finish(op);
-    op->phase = op->kind == SHM_CMA && op->args.coll != COLL_BARRIER ? PH_CMA : PH_SLOT;
+    if (op->kind == SHM_CUDA)
+        op->phase = PH_CUDA;
+    else
+        op->phase = op->kind == SHM_CMA && op->args.coll != COLL_BARRIER ? PH_CMA : PH_SLOT;
     return 2;
 }
 
@@ -258,7 +270,9 @@ int shm_op_progress(shm_op_t *op)
             rc = op_start(op);
             break;
         case PH_CMA:
-            if ((rc = shm_cma_progress(op)) == 1)
+        case PH_CUDA:
+            rc = op->phase == PH_CMA ? shm_cma_progress(op) : shm_cuda_progress(op);
+            if (rc == 1)
                 return op_finish(op);
             if (rc < 0)
                 shm_node_fail(node, (chorus_status_t)rc);

@@ -27,6 +27,13 @@ static const chorus__config_var_t shm_vars[] = {
      "waits took, less after a peer that posted late); with more local ranks than cores a "
      "waiting rank yields at once",
      chorus__config_parse_size, offsetof(shm_config_t, spin)},
+    {"CHORUS_SHM_CUDA", "1",
+     "let calls on CUDA device buffers that every rank makes with mem_type CHORUS_MEM_CUDA "
+     "run on the devices, each rank's kernels reading and writing its local peers' buffers "
+     "through CUDA IPC; used only when every local rank has a device that every other "
+     "one's kernels reach, checked when the communicator is created (0: such calls are "
+     "staged through host memory)",
+     chorus__config_parse_bool, offsetof(shm_config_t, cuda)},
 };
 
 const chorus__config_table_t shm_config_table = {

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "reduce/device.h"
 #include "transports/shm/shm.h"
 
 #define SHM_LINE 64
@@ -35,6 +36,19 @@ typedef struct {
     uint64_t fp;                /* the call's whole fingerprint (shm_fingerprint) */
 } shm_desc_t;
 
+/* Where a call's device buffers are, for the CUDA path (shm_cuda.c). */
+typedef struct {
+    uint64_t fp;                /* the call's whole fingerprint */
+    uint64_t count;
+    uint32_t shared;            /* SHM_DEV_SEND, SHM_DEV_RECV: the buffer is published */
+    uint32_t pad;
+    chorus__device_share_t send;
+    chorus__device_share_t recv;
+} shm_dev_desc_t;
+
+#define SHM_DEV_SEND 1u
+#define SHM_DEV_RECV 2u
+
 /* The start of every region; each member that peers poll has a cache line of its own. */
 typedef struct {
     uint64_t magic;
@@ -58,6 +72,7 @@ typedef struct {
     _Atomic uint32_t sleepers;
     char pad4[SHM_LINE - 8];
     shm_desc_t desc;
+    shm_dev_desc_t dev_desc;
 } shm_ctrl_t;
 
 struct shm_region {
@@ -101,6 +116,8 @@ struct shm_node {
     void *acc;                  /* single-copy path: private chunk buffers */
     void *tmp;
     size_t chunk;
+    int dev;                    /* CUDA path: this rank's device (its card's), or -1 */
+    struct shm_cuda *cuda;      /* CUDA path: peers' opened buffers, scratch (first call) */
 };
 
 _Static_assert(sizeof(shm_ctrl_t) <= SHM_DATA_OFFSET, "shm_ctrl_t overlaps the slots");
@@ -179,6 +196,13 @@ int shm_stage_check(const shm_node_t *node, int slot, uint64_t fp);
  * else INVALID_ARG. */
 void shm_desc_publish(shm_node_t *node, const coll_args_t *a, uint64_t fp);
 int shm_desc_check(const shm_node_t *node, const coll_args_t *a, uint64_t fp);
+
+/* The CUDA path (shm_cuda.c): a call's steps, and what the node keeps for it. */
+int shm_cuda_progress(shm_op_t *op);
+/* At the call: its rounds, and the events and the stream's wait that order it. */
+void shm_cuda_op_init(shm_op_t *op);
+void shm_cuda_op_release(shm_op_t *op);
+void shm_cuda_node_free(shm_node_t *node);
 
 /* The single-copy path (shm_cma.c). */
 int shm_cma_progress(shm_op_t *op);

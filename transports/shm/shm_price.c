@@ -22,6 +22,9 @@
 #define SHM_PRICE_REDUCE        (1.0 / 10e9)    /* seconds per byte reduced by one core */
 #define SHM_PRICE_CMA_CALL      4e-6            /* one process_vm_readv/writev call */
 #define SHM_PRICE_CMA_BYTE      (1.0 / 6.5e9)   /* kernel copy, pages pinned one by one */
+/* Device calls are the only ones on device memory, so these figures rank nothing yet. */
+#define SHM_PRICE_DEVICE_CALL   30e-6           /* launches and event polls of one call */
+#define SHM_PRICE_DEVICE_BYTE   (1.0 / 1e12)    /* a byte read or written by a kernel */
 
 typedef struct {
     int p;
@@ -113,6 +116,12 @@ static double cma(const shm_price_t *t, coll_type_t coll, double n)
     return 2 * t->step + t->share * work;
 }
 
+/* Device kernels: two waits, and each byte of the vector read once and written once. */
+static double device(const shm_price_t *t, double n)
+{
+    return 2 * t->step + SHM_PRICE_DEVICE_CALL + 2 * n * SHM_PRICE_DEVICE_BYTE;
+}
+
 double shm_price(const tl_coll_ctx_t *ctx, const tl_team_desc_t *team, int variant,
                  coll_type_t coll, size_t bytes)
 {
@@ -135,6 +144,8 @@ double shm_price(const tl_coll_ctx_t *ctx, const tl_team_desc_t *team, int varia
         return slice(&t, n);
     case SHM_CMA:
         return cma(&t, coll, n);
+    case SHM_CUDA:
+        return device(&t, n);
     default:
         return INFINITY;
     }

@@ -31,6 +31,8 @@ chorus_status_t shm_region_create(const shm_config_t *cfg, shm_region_t **region
     shm_region_t *r;
     size_t slot = cfg->slot_bytes;
 
+    card->dev = -1;             /* shm_cuda_card says otherwise */
+    memset(card->dev_uuid, 0, sizeof(card->dev_uuid));
     if (slot < SHM_SLOT_MIN || slot % SHM_LINE != 0 || slot > ((size_t)1 << 30)) {
         chorus_error("invalid value %zu for CHORUS_SHM_SLOT_SIZE: must be a multiple of %d "
                      "from %d to 1G", slot, SHM_LINE, SHM_SLOT_MIN);
@@ -176,6 +178,7 @@ chorus_status_t shm_node_create(shm_region_t *own, const shm_card_t *cards, int 
         shm_node_destroy(node);
         return status;
     }
+    node->dev = cards[local_rank].dev;
     node->spin_max = node->spin = cfg->spin;
     shm_spin_calibrate(node);
     *cma_ok_p = cma_ok;
@@ -213,6 +216,7 @@ void shm_node_destroy(shm_node_t *node)
     free(node->pids);
     free(node->acc);
     free(node->tmp);
+    shm_cuda_node_free(node);
     free(node->skipped);
     pthread_mutex_destroy(&node->turn_lock);
     free(node);

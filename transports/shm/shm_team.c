@@ -80,6 +80,8 @@ static chorus_status_t shm_team_card(tl_coll_ctx_t *ctx, int size, int me, void 
     /* A bad setting fails the communicator; a refused region only leaves the team out. */
     if (status == CHORUS_ERR_INVALID_ARG)
         return status;
+    if (status == CHORUS_OK)
+        shm_cuda_card(&ctx->cfg, &mine);
     memcpy(card, &mine, sizeof(mine));
     *len_p = sizeof(mine);
     *pending_p = status == CHORUS_OK ? region : NULL;
@@ -117,7 +119,8 @@ static chorus_status_t shm_team_create(tl_coll_ctx_t *ctx, void *pending, const 
     if (status == CHORUS_OK) {
         team->me = me;
         team->size = size;
-        *flags_p = TL_TEAM_OK | (cma ? SHM_TEAM_CMA : 0);
+        *flags_p = TL_TEAM_OK | (cma ? SHM_TEAM_CMA : 0) |
+                   (shm_cuda_team_ok(all, size, me) ? SHM_TEAM_CUDA : 0);
         *team_p = team;
         team = NULL;
     } else if (status != CHORUS_ERR_NO_MEMORY && status != CHORUS_ERR_INVALID_ARG) {
@@ -185,6 +188,7 @@ static void shm_task_finalize(chorus__task_t *task)
     /* A call that never ran gives its turn up, so that later calls are not held. */
     if (task->state == CHORUS__TASK_NEW)
         shm_op_skip(&t->op);
+    shm_op_release(&t->op);
     /* The team keeps one for its next call; tasks of calls in flight at once are freed. */
     if (!atomic_compare_exchange_strong(&t->team->spare, &none, t))
         free(t);
@@ -239,6 +243,8 @@ static chorus_status_t shm_task_create(tl_team_t *team, const coll_args_t *args,
         return CHORUS_ERR_NO_MEMORY;
     chorus__task_init(&t->head, &shm_task_ops, CHORUS__TASK_INLINE);
     shm_op_init(&t->op, team->node, args, (shm_kind_t)variant);
+    if (shm_cuda_enqueued(&t->op))
+        t->head.flags |= CHORUS__TASK_ENQUEUED;
     t->team = team;
     *task_p = &t->head;
     return CHORUS_OK;
@@ -249,6 +255,8 @@ static chorus_status_t shm_task_create(tl_team_t *team, const coll_args_t *args,
 
 #define SHM_MOVING (BIT(COLL_REDUCE_SCATTER) | BIT(COLL_ALLGATHER) | BIT(COLL_BROADCAST) | \
                     BIT(COLL_ALLTOALL))
+#define SHM_DEVICE (SHM_REDUCING | BIT(COLL_REDUCE_SCATTER) | BIT(COLL_ALLGATHER) | \
+                    BIT(COLL_BROADCAST))
 
 static const tl_coll_variant_t shm_variants[] = {
     [SHM_FLAT] = {.name = "shm", .colls = SHM_REDUCING | SHM_MOVING | BIT(COLL_BARRIER),
@@ -256,6 +264,8 @@ static const tl_coll_variant_t shm_variants[] = {
     [SHM_SLICE] = {.name = "shm_slice", .colls = SHM_REDUCING},
     [SHM_CMA] = {.name = "shm_cma", .colls = SHM_REDUCING | SHM_MOVING, .needs = SHM_TEAM_CMA,
                  .vforms = 1},
+    [SHM_CUDA] = {.name = "shm_cuda", .colls = SHM_DEVICE, .needs = SHM_TEAM_CUDA,
+                  .mems = TL_MEM(COLL_MEM_CUDA)},
 };
 
 const tl_coll_ops_t tl_shm_coll_ops = {
