@@ -3,13 +3,19 @@
  * same call on host buffers (the host path is checked exactly elsewhere):
  * every dtype and op, odd counts, in place, blocking and non-blocking,
  * device buffers on every rank, on some ranks only, and for one side of a
- * call only; then stream ordering, a sub-communicator, wire compression,
- * the training engine with device tensors, and the refusals.
+ * call only; each call staged (mem_type AUTO), then declared a device call
+ * on every rank (CHORUS_MEM_CUDA: the node team's kernels run it, folding
+ * in rank order, float16 and bfloat16 in float32, so that floating-point
+ * results may differ from the host algorithm's in the last places). Then
+ * stream ordering (staged and declared), a
+ * sub-communicator, wire compression, the training engine with device
+ * tensors, and the refusals.
  * Run under chorus-run; every rank uses device rank % devices, so several
  * ranks share one GPU. Exits 77 on every rank when there is no device.
  *
  *   chorus-run -n 4 tests/cuda/cuda_colls [--quick]
  */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +50,76 @@ static void fail(const char *fmt, const char *what, chorus_dtype_t dt, chorus_op
                 chorus_dtype_name(dt), chorus_op_name(op), count, how);
         fprintf(stderr, "%s\n", fmt);
     }
+}
+
+/* A float16 or bfloat16 value as a float. */
+static float half_value(uint16_t h, chorus_dtype_t dt)
+{
+    union { uint32_t u; float f; } v;
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff;
+
+    if (dt == CHORUS_BFLOAT16) {
+        v.u = (uint32_t)h << 16;
+        return v.f;
+    }
+    if (e == 0) {
+        v.f = (float)m / 16777216.0f;   /* subnormal: m * 2^-24 */
+        v.u |= sign;
+        return v.f;
+    }
+    v.u = sign | (e == 31 ? 0xffu << 23 | m << 13 : (e + 112) << 23 | m << 13);
+    return v.f;
+}
+
+/* Element i of a floating-point buffer as a double, and its type's epsilon; 0 for others. */
+static int float_value(const char *buf, size_t i, chorus_dtype_t dt, double *v, double *eps)
+{
+    switch (dt) {
+    case CHORUS_FLOAT16:
+    case CHORUS_BFLOAT16:
+        *v = half_value(((const uint16_t *)buf)[i], dt);
+        *eps = dt == CHORUS_FLOAT16 ? 1.0 / 1024 : 1.0 / 128;
+        return 1;
+    case CHORUS_FLOAT32:
+        *v = ((const float *)buf)[i];
+        *eps = 1.0 / 8388608;
+        return 1;
+    case CHORUS_FLOAT64:
+        *v = ((const double *)buf)[i];
+        *eps = 1.0 / 4503599627370496.0;
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/*
+ * Whether got matches ref: bit for bit, or, where loose, floating-point
+ * values within the roundings of a reduction in another order (the device
+ * folds in rank order, float16 and bfloat16 in float32; the host algorithm
+ * that made ref may fold otherwise): size roundings of the type's precision.
+ */
+static int matches(const char *got, const char *ref, size_t bytes, chorus_dtype_t dt,
+                   int loose, size_t *at_p)
+{
+    size_t es = chorus_dtype_size(dt);
+
+    for (size_t i = 0; i < bytes; i++) {
+        double g, r, eps;
+
+        if (got[i] == ref[i])
+            continue;
+        if (loose && float_value(got, i / es, dt, &g, &eps)) {
+            (void)float_value(ref, i / es, dt, &r, &eps);
+            if (fabs(g - r) <= 4.0 * eps * (double)size * (fabs(r) > 1.0 ? fabs(r) : 1.0)) {
+                i = (i / es + 1) * es - 1;
+                continue;
+            }
+        }
+        *at_p = i;
+        return 0;
+    }
+    return 1;
 }
 
 /* Deterministic input: small values so that prod and sum stay exact in every dtype. */
@@ -133,12 +209,14 @@ static chorus_status_t run(int coll, const void *s, void *r, size_t count, choru
 
 /*
  * One case: the call on host buffers, then on buffers where this rank's
- * side is on the device when dev_send/dev_recv say so; the results must be
- * the same bits.
+ * side is on the device when dev_send/dev_recv say so, declared a device
+ * call when declared; the results must be the same bits (see matches).
  */
 static void one_case(chorus_comm_t comm, int coll, chorus_dtype_t dt, chorus_op_t op,
-                     size_t count, int in_place, int dev_send, int dev_recv, int nonblocking)
+                     size_t count, int in_place, int dev_send, int dev_recv, int nonblocking,
+                     int declared)
 {
+    chorus_opts_t device_opts = CHORUS_OPTS_INIT;
     size_t es = chorus_dtype_size(dt), ns, nr, sb, rb, total;
     int root = (int)(count % (size_t)size);
     char how[96];
@@ -146,13 +224,16 @@ static void one_case(chorus_comm_t comm, int coll, chorus_dtype_t dt, chorus_op_
     const void *s;
     void *r;
     chorus_status_t st;
+    size_t at = 0;
 
     sizes(coll, count, &ns, &nr);
     sb = ns * es;
     rb = nr * es;
     total = sb > rb ? sb : rb;
-    snprintf(how, sizeof(how), "%s%s dev_send=%d dev_recv=%d", in_place ? "in-place " : "",
-             nonblocking ? "non-blocking" : "blocking", dev_send, dev_recv);
+    snprintf(how, sizeof(how), "%s%s%s dev_send=%d dev_recv=%d", declared ? "declared " : "",
+             in_place ? "in-place " : "", nonblocking ? "non-blocking" : "blocking", dev_send,
+             dev_recv);
+    device_opts.mem_type = CHORUS_MEM_CUDA;
     hs = malloc(total + 1);
     hr = malloc(total + 1);
     ref = malloc(total + 1);
@@ -206,7 +287,7 @@ static void one_case(chorus_comm_t comm, int coll, chorus_dtype_t dt, chorus_op_
         s = dev_send ? dbuf_s : hs;
         r = dev_recv ? dbuf_r : got;
     }
-    st = run(coll, s, r, count, dt, op, root, comm, NULL, nonblocking);
+    st = run(coll, s, r, count, dt, op, root, comm, declared ? &device_opts : NULL, nonblocking);
     checks++;
     if (st != CHORUS_OK) {
         fail(chorus_status_string(st), coll_names[coll], dt, op, count, how);
@@ -217,12 +298,10 @@ static void one_case(chorus_comm_t comm, int coll, chorus_dtype_t dt, chorus_op_
     else if (dev_recv)
         CUDA_OK(cudaMemcpy(got, dbuf_r, rb, cudaMemcpyDeviceToHost));
     /* A reduce's non-root receives nothing: its buffer must be untouched either way. */
-    if (memcmp(got, ref, in_place ? total : rb) != 0) {
-        size_t at = 0;
+    if (!matches(got, ref, in_place ? total : rb, dt,
+                 declared && (coll == COLL_AR || coll == COLL_RS || coll == COLL_RD), &at)) {
         char why[96];
 
-        while (got[at] == ref[at])
-            at++;
         snprintf(why, sizeof(why), "differs from the host call from byte %zu (0x%02x, not 0x%02x)",
                  at, (unsigned char)got[at], (unsigned char)ref[at]);
         fail(why, coll_names[coll], dt, op, count, how);
@@ -234,7 +313,9 @@ out:
     free(got);
 }
 
-static void matrix(chorus_comm_t comm, int quick)
+static double seconds(void);
+
+static void matrix(chorus_comm_t comm, int quick, int declared)
 {
     static const size_t counts[] = {1, 7, 1000, MAX_COUNT};
     static const chorus_op_t ops[] = {CHORUS_SUM, CHORUS_PROD, CHORUS_MIN, CHORUS_MAX,
@@ -243,6 +324,7 @@ static void matrix(chorus_comm_t comm, int quick)
 
     for (int coll = 0; coll < COLL_N; coll++) {
         int reduces = coll == COLL_AR || coll == COLL_RS || coll == COLL_RD;
+        double started = seconds();
 
         for (int dt = 0; dt < CHORUS_DTYPE_COUNT; dt++) {
             for (int o = 0; o < (reduces ? 5 : 1); o++) {
@@ -253,14 +335,17 @@ static void matrix(chorus_comm_t comm, int quick)
                         int dr = mix == 0 || mix == 2 || (mix == 3 && rank % 2 == 0);
 
                         one_case(comm, coll, (chorus_dtype_t)dt, ops[o], counts[c], 0, ds, dr,
-                                 (c + mix) % 2);
+                                 (c + mix) % 2, declared);
                         if (mix == 0 || mix == 3)
                             one_case(comm, coll, (chorus_dtype_t)dt, ops[o], counts[c], 1, ds,
-                                     dr, (c + mix + 1) % 2);
+                                     dr, (c + mix + 1) % 2, declared);
                     }
                 }
             }
         }
+        if (rank == 0)
+            fprintf(stderr, "cuda_colls: %s%s at %d ranks: %.1f s\n",
+                    declared ? "declared " : "", coll_names[coll], size, seconds() - started);
     }
 }
 
@@ -282,10 +367,12 @@ static void pause_ms(void *arg)
  * ordered on that stream must see it, not what the buffer held before, and
  * a blocking call with its result on the device returns without waiting:
  * the stream's later work sees the result. Then the same non-blocking, and
- * with host buffers, where the call waits for the stream.
+ * with host buffers, where the call waits for the stream. declared: every
+ * call is a device call (CHORUS_MEM_CUDA).
  */
-static void stream_order(chorus_comm_t comm)
+static void stream_order(chorus_comm_t comm, int declared)
 {
+    const char *how = declared ? "declared, stream" : "stream";
     const size_t n = 1 << 20;
     float *host, *dev;
     cudaStream_t stream;
@@ -304,6 +391,8 @@ static void stream_order(chorus_comm_t comm)
     CUDA_OK(cudaLaunchHostFunc(stream, pause_ms, (void *)(uintptr_t)200));
     CUDA_OK(cudaMemcpyAsync(dev, host, n * sizeof(float), cudaMemcpyHostToDevice, stream));
     opts.stream = stream;
+    if (declared)
+        opts.mem_type = CHORUS_MEM_CUDA;
     started = seconds();
     st = chorus_allreduce(dev, dev, n, CHORUS_FLOAT32, CHORUS_SUM, comm, &opts);
     took = seconds() - started;
@@ -315,7 +404,7 @@ static void stream_order(chorus_comm_t comm)
     checks++;
     if (st != CHORUS_OK || bad)
         fail(st != CHORUS_OK ? chorus_status_string(st) : "result not ordered on the stream",
-             "allreduce", CHORUS_FLOAT32, CHORUS_SUM, n, "stream");
+             "allreduce", CHORUS_FLOAT32, CHORUS_SUM, n, how);
     /* Its input was 200 ms away on the stream: a call that waited for it took as long. */
     checks++;
     if (took > 0.1) {
@@ -323,7 +412,7 @@ static void stream_order(chorus_comm_t comm)
 
         snprintf(why, sizeof(why), "the blocking call took %.0f ms: it waited for the stream",
                  took * 1e3);
-        fail(why, "allreduce", CHORUS_FLOAT32, CHORUS_SUM, n, "stream");
+        fail(why, "allreduce", CHORUS_FLOAT32, CHORUS_SUM, n, how);
     }
 
     /* Non-blocking on the stream: complete once the result is on the device. */
@@ -343,7 +432,7 @@ static void stream_order(chorus_comm_t comm)
     checks++;
     if (st != CHORUS_OK || bad)
         fail(st != CHORUS_OK ? chorus_status_string(st) : "result not there once complete",
-             "iallreduce", CHORUS_FLOAT32, CHORUS_MAX, n, "stream");
+             "iallreduce", CHORUS_FLOAT32, CHORUS_MAX, n, how);
     for (size_t i = 0; i < n; i++)
         host[i] = (float)(size * (size + 1) / 2);
     CUDA_OK(cudaMemcpy(dev, host, n * sizeof(float), cudaMemcpyHostToDevice));
@@ -360,7 +449,8 @@ static void stream_order(chorus_comm_t comm)
     checks++;
     if (st != CHORUS_OK || bad)
         fail(st != CHORUS_OK ? chorus_status_string(st) : "host call not ordered after stream",
-             "allreduce", CHORUS_FLOAT32, CHORUS_MAX, n, "stream, host buffers");
+             "allreduce", CHORUS_FLOAT32, CHORUS_MAX, n,
+             declared ? "declared, stream, host buffers" : "stream, host buffers");
     cudaFree(dev);
     cudaFreeHost(host);
     cudaStreamDestroy(stream);
@@ -589,10 +679,12 @@ int main(int argc, char **argv)
     CUDA_OK(cudaSetDevice(rank % devices));
     for (int i = 0; i < 3; i++)
         CUDA_OK(cudaMalloc((void **)&dev_region[i], (size_t)MAX_COUNT * 8 * (size_t)size));
-    matrix(comm, quick);
+    matrix(comm, quick, 0);
+    matrix(comm, quick, 1);
     for (int i = 0; i < 3; i++)
         cudaFree(dev_region[i]);
-    stream_order(comm);
+    stream_order(comm, 0);
+    stream_order(comm, 1);
     split(comm);
     compressed(comm);
     st = chorus_engine_create(comm, NULL, &engine);

@@ -1,6 +1,7 @@
 #!/bin/sh
 # CUDA device buffers: the device kernels against the CPU kernels, then every collective on
-# device memory at 1 to 4 ranks (several ranks share a GPU). Skips (77) in a build without
+# device memory at 1 to 4 ranks (several ranks share a GPU), staged and declared (the node
+# team's kernels, which the info log must name). Skips (77) in a build without
 # CUDA or on a machine without a device. CHORUS_CUDA_SANITIZER=1 runs both under
 # compute-sanitizer's memcheck (the collectives at 2 ranks, the short matrix).
 . "$(dirname "$0")/../lib/checks.sh"
@@ -23,6 +24,10 @@ for n in 1 2 3 4; do
     check "every collective on device buffers at $n ranks" \
         timeout -k 5 600 "$CHORUS_RUN" -n $n "$CUDA_COLLS"
 done
+CHORUS_LOG_LEVEL=info timeout -k 5 600 "$CHORUS_RUN" -n 2 "$CUDA_COLLS" --quick \
+    >"$TMP/declared" 2>&1
+check "declared device calls run on the node team's kernels (shm_cuda)" \
+    grep -q "in cuda memory runs shm_cuda" "$TMP/declared"
 
 if [ "${CHORUS_CUDA_SANITIZER:-0}" = 1 ] && command -v compute-sanitizer >/dev/null; then
     check "compute-sanitizer memcheck: device kernels" \
