@@ -156,9 +156,12 @@ static void perf_from_device(perf_ctx_t *c)
 static chorus_status_t perf_post(perf_ctx_t *c, const perf_args_t *a, int in_place, int set,
                                  chorus_request_t *req_p)
 {
-    chorus_opts_t opts = CHORUS_OPTS_INIT;  /* compression, where the command asked for it */
+    /* Compression where the command asked for it; --mem cuda: device calls on every rank. */
+    chorus_opts_t opts = CHORUS_OPTS_INIT, plain = CHORUS_OPTS_INIT;
     void *s, *r;
 
+    plain.mem_type = c->opts->mem_cuda ? CHORUS_MEM_CUDA : CHORUS_MEM_AUTO;
+    opts.mem_type = plain.mem_type;
     opts.flags = a->compress;
     perf_buffers(a, in_place, c->set_send[set], c->set_recv[set], &s, &r);
     switch (a->coll) {
@@ -167,23 +170,23 @@ static chorus_status_t perf_post(perf_ctx_t *c, const perf_args_t *a, int in_pla
                                          req_p)
                      : chorus_allreduce(s, r, a->count, a->dtype, a->op, c->comm, &opts);
     case PERF_ALLGATHER:
-        return req_p ? chorus_iallgather(s, r, a->count, a->dtype, c->comm, NULL, req_p)
-                     : chorus_allgather(s, r, a->count, a->dtype, c->comm, NULL);
+        return req_p ? chorus_iallgather(s, r, a->count, a->dtype, c->comm, &plain, req_p)
+                     : chorus_allgather(s, r, a->count, a->dtype, c->comm, &plain);
     case PERF_BROADCAST:
-        return req_p ? chorus_ibroadcast(s, r, a->count, a->dtype, a->root, c->comm, NULL,
+        return req_p ? chorus_ibroadcast(s, r, a->count, a->dtype, a->root, c->comm, &plain,
                                          req_p)
-                     : chorus_broadcast(s, r, a->count, a->dtype, a->root, c->comm, NULL);
+                     : chorus_broadcast(s, r, a->count, a->dtype, a->root, c->comm, &plain);
     case PERF_REDUCE_SCATTER:
         return req_p ? chorus_ireduce_scatter(s, r, a->count, a->dtype, a->op, c->comm, &opts,
                                               req_p)
                      : chorus_reduce_scatter(s, r, a->count, a->dtype, a->op, c->comm, &opts);
     case PERF_REDUCE:
-        return req_p ? chorus_ireduce(s, r, a->count, a->dtype, a->op, a->root, c->comm, NULL,
+        return req_p ? chorus_ireduce(s, r, a->count, a->dtype, a->op, a->root, c->comm, &plain,
                                       req_p)
-                     : chorus_reduce(s, r, a->count, a->dtype, a->op, a->root, c->comm, NULL);
+                     : chorus_reduce(s, r, a->count, a->dtype, a->op, a->root, c->comm, &plain);
     case PERF_ALLTOALL:
-        return req_p ? chorus_ialltoall(s, r, a->count, a->dtype, c->comm, NULL, req_p)
-                     : chorus_alltoall(s, r, a->count, a->dtype, c->comm, NULL);
+        return req_p ? chorus_ialltoall(s, r, a->count, a->dtype, c->comm, &plain, req_p)
+                     : chorus_alltoall(s, r, a->count, a->dtype, c->comm, &plain);
     case PERF_BARRIER:
         return req_p ? chorus_ibarrier(c->comm, NULL, req_p) : chorus_barrier(c->comm, NULL);
     default:
