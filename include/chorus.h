@@ -186,16 +186,18 @@ typedef struct {
  * opts->mem_type. AUTO: each buffer of a collective is looked up (CUDA
  * device memory or host memory; no cost in a process without a CUDA
  * device). HOST: every buffer is host memory (pinned and managed memory
- * count as host), no lookup. CUDA: the call's device buffers are on a CUDA
- * device; CHORUS_ERR_UNSUPPORTED where this build or process has none.
- * Buffers on the device are staged through page-locked host memory, only on
- * the rank that has them: ranks may mix host and device buffers in a call.
+ * count as host), no lookup. CUDA: a device call, which every rank of the
+ * call declares alike; CHORUS_ERR_UNSUPPORTED where this build or process
+ * has no device. A device call on ranks that share a node and reach each
+ * other's devices runs on the devices (CUDA IPC). Other calls on device
+ * buffers are staged through page-locked host memory, only on the rank that
+ * has them: ranks may mix host and device buffers in a call.
  *
  * opts->stream: a collective reads its buffers only after the work queued
- * on stream before the call is done, and copies its results to device
- * buffers on stream. A blocking call whose results all go to the device
- * returns once its work is queued: the stream's later work sees them. A
- * non-blocking call completes when its results are in place.
+ * on stream before the call is done, and the stream's later work sees its
+ * results in device buffers. A blocking call whose results all go to the
+ * device returns once its work is queued. A non-blocking call completes
+ * when its results are in place.
  */
 #define CHORUS_MEM_AUTO 0
 #define CHORUS_MEM_HOST 1
