@@ -35,12 +35,14 @@ static pthread_once_t present_once = PTHREAD_ONCE_INIT;
 static int present;
 
 static pthread_mutex_t stream_lock = PTHREAD_MUTEX_INITIALIZER;
-static cudaStream_t streams[DEVICE_MAX];
+static cudaStream_t streams[DEVICE_MAX];            /* blocking (chorus__device_stream) */
+static cudaStream_t async_streams[DEVICE_MAX];      /* non-blocking */
 
 typedef struct {
     void *ptr;
     size_t bytes;
     int in_use;
+    cudaEvent_t after;          /* returned, but free only once this event is done */
 } pinned_block_t;
 
 static pthread_mutex_t pinned_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -95,33 +97,60 @@ int chorus__device_ptr(const void *ptr)
     return ptr_device(ptr) >= 0;
 }
 
-void *chorus__device_stream(void *stream)
+/* The library's stream of the current device in table (created with flags once), or NULL. */
+static cudaStream_t library_stream(cudaStream_t *table, unsigned flags)
 {
     int dev = 0;
     cudaStream_t s = NULL;
 
-    if (stream != NULL)
-        return stream;
     if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= DEVICE_MAX) {
         (void)cudaGetLastError();
         return NULL;
     }
     pthread_mutex_lock(&stream_lock);
+    if (table[dev] == NULL && cudaStreamCreateWithFlags(&table[dev], flags) != cudaSuccess) {
+        (void)cudaGetLastError();
+        table[dev] = NULL;
+    }
+    s = table[dev];
+    pthread_mutex_unlock(&stream_lock);
+    return s;
+}
+
+void *chorus__device_stream(void *stream)
+{
+    if (stream != NULL)
+        return stream;
     /*
      * A blocking stream: its work waits for what the legacy default stream
      * queued before it. A cudaMemcpy from pageable memory may return before
      * its data has reached the device; a call that follows it must see the
-     * data, as it would on the default stream.
+     * data, as it would on the default stream. NULL (no stream could be
+     * made) means the legacy default stream: correct, only slower to overlap.
      */
-    if (streams[dev] == NULL &&
-        cudaStreamCreateWithFlags(&streams[dev], cudaStreamDefault) != cudaSuccess) {
+    return library_stream(streams, cudaStreamDefault);
+}
+
+void *chorus__device_stream_async(void)
+{
+    /* NULL here would be the legacy stream, which could wait on a gated caller's stream. */
+    return library_stream(async_streams, cudaStreamNonBlocking);
+}
+
+/* Under pinned_lock: whether an idle block can be handed out or freed (its event is done). */
+static int pinned_ready(pinned_block_t *b)
+{
+    if (b->in_use)
+        return 0;
+    if (b->after == NULL)
+        return 1;
+    if (cudaEventQuery(b->after) != cudaSuccess) {
         (void)cudaGetLastError();
-        streams[dev] = NULL;
+        return 0;
     }
-    s = streams[dev];
-    pthread_mutex_unlock(&stream_lock);
-    /* NULL here means the legacy default stream: correct, only slower to overlap. */
-    return s;
+    cudaEventDestroy(b->after);
+    b->after = NULL;
+    return 1;
 }
 
 void *chorus__device_pinned_get(size_t bytes)
@@ -135,8 +164,8 @@ void *chorus__device_pinned_get(size_t bytes)
         bytes = 1;
     pthread_mutex_lock(&pinned_lock);
     for (size_t i = 0; i < pinned_count; i++)
-        if (!pinned[i].in_use && pinned[i].bytes >= bytes &&
-            (best == NULL || pinned[i].bytes < best->bytes))
+        if (pinned[i].bytes >= bytes && (best == NULL || pinned[i].bytes < best->bytes) &&
+            pinned_ready(&pinned[i]))
             best = &pinned[i];
     if (best != NULL) {
         best->in_use = 1;
@@ -170,7 +199,7 @@ void *chorus__device_pinned_get(size_t bytes)
     return ptr;
 }
 
-void chorus__device_pinned_put(void *ptr)
+void chorus__device_pinned_put_after(void *ptr, void *event)
 {
     void *drop = NULL;
     size_t idle = 0, smallest = 0;
@@ -182,12 +211,14 @@ void chorus__device_pinned_put(void *ptr)
     for (size_t i = 0; i < pinned_count; i++) {
         if (pinned[i].ptr == ptr) {
             pinned[i].in_use = 0;
+            pinned[i].after = (cudaEvent_t)event;
+            event = NULL;
             found = 1;
         }
     }
     /* Keep at most PINNED_KEEP idle blocks: the smallest goes first. */
     for (size_t i = 0; i < pinned_count; i++) {
-        if (pinned[i].in_use)
+        if (!pinned_ready(&pinned[i]))
             continue;
         if (idle == 0 || pinned[i].bytes < pinned[smallest].bytes)
             smallest = i;
@@ -198,10 +229,17 @@ void chorus__device_pinned_put(void *ptr)
         pinned[smallest] = pinned[--pinned_count];
     }
     pthread_mutex_unlock(&pinned_lock);
-    if (!found)
+    if (!found) {
         chorus_error("staging memory %p was not handed out by chorus", ptr);
+        chorus__device_event_free(event);
+    }
     if (drop != NULL)
         cudaFreeHost(drop);
+}
+
+void chorus__device_pinned_put(void *ptr)
+{
+    chorus__device_pinned_put_after(ptr, NULL);
 }
 
 chorus_status_t chorus__device_enter(int dev, int *old_p)
@@ -405,6 +443,16 @@ void *chorus__device_pinned_get(size_t bytes)
 {
     (void)bytes;
     return NULL;
+}
+
+void *chorus__device_stream_async(void)
+{
+    return NULL;
+}
+
+void chorus__device_pinned_put_after(void *ptr, void *event)
+{
+    (void)ptr, (void)event;
 }
 
 void chorus__device_pinned_put(void *ptr)

@@ -33,6 +33,13 @@ int chorus__device_present(void);
 
 /* The stream to run on: stream itself, or for NULL the library's own one (created once). */
 void *chorus__device_stream(void *stream);
+/*
+ * The library's non-blocking stream of the current device (created once):
+ * for work ordered by the host's own waits, which must not wait for the
+ * legacy default stream (that may wait, in turn, on a caller's stream held
+ * for this very work).
+ */
+void *chorus__device_stream_async(void);
 
 /* Log "what: <CUDA's message for err>" and return CHORUS_ERR_DEVICE. err is a cudaError_t. */
 chorus_status_t chorus__device_fail(const char *what, int err);
@@ -52,6 +59,8 @@ int chorus__device_ptr(const void *ptr);
 void *chorus__device_pinned_get(size_t bytes);
 /* Back to the pool (NULL is ignored). */
 void chorus__device_pinned_put(void *ptr);
+/* Back to the pool, to be handed out again once event is done (the pool then frees it). */
+void chorus__device_pinned_put_after(void *ptr, void *event);
 
 /*
  * Queue on stream a wait until *flag >= value (flag: a 32-bit word of a
@@ -98,6 +107,8 @@ typedef struct {
     uint64_t id;            /* the allocation's id, never reused in the exporting process */
     uint64_t base;          /* the allocation's address in the exporting process */
     uint64_t offset;        /* of the buffer from base */
+    int32_t device;         /* the allocation's device, its ordinal in the exporting process */
+    uint32_t pad;
 } chorus__device_share_t;
 
 /*
@@ -121,7 +132,11 @@ void chorus__device_close(void *base);
 /* The current device: its identity (UUID) and ordinal; CHORUS_ERR_UNSUPPORTED without one. */
 #define CHORUS__DEVICE_UUID_BYTES 16
 chorus_status_t chorus__device_uuid(uint8_t uuid[CHORUS__DEVICE_UUID_BYTES], int *dev_p);
-/* Nonzero when kernels on the current device can reach memory on the device uuid names. */
+/*
+ * Nonzero when kernels on the current device can reach memory on the device
+ * uuid names: the same device, or another with peer access, which this
+ * enables (for pointers of this process; opened allocations enable their own).
+ */
 int chorus__device_reaches(const uint8_t uuid[CHORUS__DEVICE_UUID_BYTES]);
 
 /* Device memory of the current device (cudaMalloc), NULL when none; freed by _free. */

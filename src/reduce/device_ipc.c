@@ -46,22 +46,24 @@ chorus_status_t chorus__device_share_id(const void *ptr, chorus__device_share_t 
     CUpointer_attribute which[] = {CU_POINTER_ATTRIBUTE_BUFFER_ID,
                                    CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
                                    CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE,
-                                   CU_POINTER_ATTRIBUTE_MEMORY_TYPE};
+                                   CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                   CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
     unsigned long long id = 0;
     CUdeviceptr base = 0;
-    int capable = 0;
+    int capable = 0, device = -1;
     unsigned int type = 0;
-    void *data[] = {&id, &base, &capable, &type};
+    void *data[] = {&id, &base, &capable, &type, &device};
 
     if (ptr == NULL || !chorus__device_present())
         return CHORUS_ERR_UNSUPPORTED;
     pthread_once(&attrs_once, attrs_find);
     /* Host memory CUDA has never seen fails here, or reports another type. */
     if (get_attrs == NULL ||
-        get_attrs(4, which, data, (CUdeviceptr)(uintptr_t)ptr) != CUDA_SUCCESS ||
+        get_attrs(5, which, data, (CUdeviceptr)(uintptr_t)ptr) != CUDA_SUCCESS ||
         type != CU_MEMORYTYPE_DEVICE || !capable || base == 0)
         return CHORUS_ERR_UNSUPPORTED;
     share->id = id;
+    share->device = device;
     share->base = (uint64_t)base;
     share->offset = (uint64_t)((uintptr_t)ptr - (uintptr_t)base);
     return CHORUS_OK;
@@ -153,7 +155,12 @@ int chorus__device_reaches(const uint8_t uuid[CHORUS__DEVICE_UUID_BYTES])
         if (d == dev)
             return 1;
         if (cudaDeviceCanAccessPeer(&ok, dev, d) != cudaSuccess)
-            (void)cudaGetLastError();
+            ok = 0;
+        /* Enabled already (another team, an earlier communicator) is as good. */
+        if (ok && cudaDeviceEnablePeerAccess(d, 0) != cudaSuccess &&
+            cudaGetLastError() != cudaErrorPeerAccessAlreadyEnabled)
+            ok = 0;
+        (void)cudaGetLastError();
         return ok;
     }
     return 0;   /* not visible to this process (CUDA_VISIBLE_DEVICES) */

@@ -115,6 +115,7 @@ typedef struct {
     size_t esize;
     size_t bytes;               /* the call's whole vector in bytes */
     /* SHM_CUDA (shm_cuda.c): the call's device work, from the call on */
+    chorus_status_t dev_status; /* a failure to order the call after the caller's work */
     void *dev_ready;            /* event: the caller's earlier device work is done */
     void *dev_work;             /* event: this rank's work of the current step is done */
     uint32_t *dev_gate;         /* the caller's stream waits for this word (page-locked) */

@@ -13,8 +13,10 @@
  * So each byte of the vector is read once and written once on the devices.
  * Two steps per call, as the single-copy path: every rank's buffers are
  * published (and its earlier device work done), and every rank's kernels
- * are done. Kernels run on the library's stream of the rank's device; a
- * host thread polls their event, never blocks on them.
+ * are done. Kernels run on the library's non-blocking stream of the rank's
+ * device: the steps and events keep their order with the caller's work, and
+ * a blocking stream could wait on a caller's stream that waits for this
+ * call. A host thread polls their event, never blocks on them.
  *
  * A buffer that cannot be opened by another process (host memory, memory of
  * a stream-ordered pool) goes through a device scratch buffer of the rank:
@@ -54,6 +56,13 @@ typedef struct {
 
 struct shm_cuda {
     cuda_map_t maps[CUDA_MAPS];
+    /*
+     * Scratch buffers outgrown, freed with the node: cudaFree waits for the
+     * whole device, so during a call it could wait on a caller's stream that
+     * waits for this call.
+     */
+    void **retired;
+    size_t nretired;
     chorus__device_share_t shares[CUDA_SHARES];    /* by allocation id, round robin */
     int next_share;
     uint64_t calls;
@@ -104,8 +113,11 @@ void shm_cuda_node_free(shm_node_t *node)
                 cuda_unmap(&c->maps[i]);
         }
         chorus__device_free(c->scratch);
+        for (size_t i = 0; i < c->nretired; i++)
+            chorus__device_free(c->retired[i]);
         chorus__device_leave(node->dev, old);
     }
+    free(c->retired);
     free(c->send);
     free(c->recv);
     free(c);
@@ -166,14 +178,19 @@ static size_t align_up(size_t n)
 }
 
 /*
- * How peers open the allocation that holds ptr: the driver's answer, kept by
- * allocation id (which the process never reuses, so a kept answer is never
- * stale). Nonzero when ptr's memory cannot be shared.
+ * Whether this rank's kernels can use the device buffer ptr where it is, and
+ * when peers' must too (shared), how they open it: the driver's answer, kept
+ * by allocation id (which the process never reuses, so a kept answer is
+ * never stale). Nonzero when ptr must be staged: memory of another device
+ * than the node team's, or that the driver cannot share.
  */
-static int share_of(struct shm_cuda *c, const void *ptr, chorus__device_share_t *share)
+static int share_of(const shm_node_t *node, struct shm_cuda *c, const void *ptr, int shared,
+                    chorus__device_share_t *share)
 {
-    if (chorus__device_share_id(ptr, share) != CHORUS_OK)
+    if (chorus__device_share_id(ptr, share) != CHORUS_OK || share->device != node->dev)
         return 1;
+    if (!shared)
+        return 0;
     for (int i = 0; i < CUDA_SHARES; i++) {
         if (c->shares[i].id == share->id && c->shares[i].base == share->base) {
             memcpy(share->handle, c->shares[i].handle, sizeof(share->handle));
@@ -196,7 +213,14 @@ static chorus_status_t scratch_reserve(struct shm_cuda *c, size_t bytes)
         bytes = CUDA_SCRATCH_MIN;
     if (bytes < 2 * c->scratch_bytes)
         bytes = 2 * c->scratch_bytes;
-    chorus__device_free(c->scratch);
+    if (c->scratch != NULL) {
+        void **grown = realloc(c->retired, (c->nretired + 1) * sizeof(*grown));
+
+        if (grown == NULL)
+            return CHORUS_ERR_NO_MEMORY;
+        c->retired = grown;
+        c->retired[c->nretired++] = c->scratch;
+    }
     c->scratch_bytes = 0;
     c->scratch = chorus__device_alloc(bytes);
     if (c->scratch == NULL) {
@@ -209,9 +233,10 @@ static chorus_status_t scratch_reserve(struct shm_cuda *c, size_t bytes)
 
 /*
  * Where this rank's kernels and its peers find its data: its own buffers
- * where they are device memory that can be shared (or that only it
- * touches), else the scratch buffer, into which the input is copied now.
- * Overlapping buffers (in place) keep their distance in the scratch.
+ * where they are device memory of the team's device that can be shared (or
+ * that only it touches), else the scratch buffer, into which the input is
+ * copied now. Overlapping buffers (in place) keep their distance in the
+ * scratch.
  */
 static chorus_status_t own_place(shm_op_t *op, struct shm_cuda *c, void *stream)
 {
@@ -225,12 +250,12 @@ static chorus_status_t own_place(shm_op_t *op, struct shm_cuda *c, void *stream)
 
     own_bytes(op, bytes);
     d->shared = 0;
-    c->send_staged = bytes[0] > 0 &&
-                     (!(a->dev_bufs & COLL_DEV_SEND) ||
-                      (send_shared(a, me) && share_of(c, a->sendbuf, &d->send) != 0));
-    c->recv_staged = bytes[1] > 0 &&
-                     (!(a->dev_bufs & COLL_DEV_RECV) ||
-                      (recv_shared(a, me) && share_of(c, a->recvbuf, &d->recv) != 0));
+    c->send_staged =
+        bytes[0] > 0 && (!(a->dev_bufs & COLL_DEV_SEND) ||
+                         share_of(op->node, c, a->sendbuf, send_shared(a, me), &d->send) != 0);
+    c->recv_staged =
+        bytes[1] > 0 && (!(a->dev_bufs & COLL_DEV_RECV) ||
+                         share_of(op->node, c, a->recvbuf, recv_shared(a, me), &d->recv) != 0);
     c->send[me] = c->send_staged ? NULL : (char *)a->sendbuf;
     c->recv[me] = c->recv_staged ? NULL : (char *)a->recvbuf;
     if (!c->send_staged && !c->recv_staged)
@@ -251,8 +276,8 @@ static chorus_status_t own_place(shm_op_t *op, struct shm_cuda *c, void *stream)
     if (c->recv_staged)
         c->recv[me] = overlap ? c->scratch + (r - lo)
                               : c->scratch + align_up(c->send_staged ? bytes[0] : 0);
-    if ((c->send_staged && send_shared(a, me) && share_of(c, c->send[me], &d->send) != 0) ||
-        (c->recv_staged && recv_shared(a, me) && share_of(c, c->recv[me], &d->recv) != 0)) {
+    if ((c->send_staged && share_of(op->node, c, c->send[me], send_shared(a, me), &d->send)) ||
+        (c->recv_staged && share_of(op->node, c, c->recv[me], recv_shared(a, me), &d->recv))) {
         chorus_error("local rank %d: its device staging buffer cannot be shared (CUDA IPC)", me);
         return CHORUS_ERR_DEVICE;
     }
@@ -467,10 +492,11 @@ void shm_cuda_op_init(shm_op_t *op)
     void *stream = op->args.stream;
 
     op->nrounds = op->args.count > 0;
+    if (op->nrounds == 0)
+        return;                 /* nothing to read or write: no order to keep */
     /* The caller's device work so far, on its stream (or before the library's blocking one). */
-    if (chorus__device_event_record(stream, &op->dev_ready) != CHORUS_OK)
-        op->dev_ready = NULL;   /* the call waits for nothing it could not record */
-    if (stream == NULL)
+    op->dev_status = chorus__device_event_record(stream, &op->dev_ready);
+    if (op->dev_status != CHORUS_OK || stream == NULL)
         return;
     op->dev_gate = chorus__device_pinned_get(sizeof(uint32_t));
     if (op->dev_gate == NULL)
@@ -525,6 +551,9 @@ static int cuda_step(shm_op_t *op, struct shm_cuda *c, void *stream)
 
     switch (op->round) {
     case CU_READY:
+        /* A call whose inputs cannot be ordered after the caller's work fails. */
+        if (op->dev_status != CHORUS_OK)
+            return op->dev_status;
         if ((rc = event_over(&op->dev_ready)) <= 0)
             return rc;
         c->calls++;
@@ -574,13 +603,20 @@ int shm_cuda_progress(shm_op_t *op)
 {
     shm_node_t *node = op->node;
     struct shm_cuda *c = cuda_state(node);
+    void *stream, *ended = NULL;
     int old = -1, rc;
 
     if (c == NULL)
         return CHORUS_ERR_NO_MEMORY;
     if ((rc = chorus__device_enter(node->dev, &old)) != CHORUS_OK)
         return rc;
-    rc = cuda_step(op, c, chorus__device_stream(NULL));
+    stream = chorus__device_stream_async();
+    rc = stream != NULL ? cuda_step(op, c, stream) : CHORUS_ERR_DEVICE;
+    /* Failed: what this rank queued may still write the buffers; let it end first. */
+    if (rc < 0 && stream != NULL && chorus__device_event_record(stream, &ended) == CHORUS_OK) {
+        (void)chorus__device_event_finish(ended);
+        chorus__device_event_free(ended);
+    }
     chorus__device_leave(node->dev, old);
     /* Over, done or failed: the caller's stream goes on (the word is returned at release). */
     if (rc != 0 && op->dev_gate != NULL)
@@ -600,12 +636,12 @@ void shm_cuda_op_release(shm_op_t *op)
     if (op->dev_gate == NULL)
         return;
     __atomic_store_n(op->dev_gate, 1u, __ATOMIC_RELEASE);
-    /* The word goes back to the pool only once the stream has read it. */
-    if (op->dev_gate_passed != NULL) {
-        (void)chorus__device_event_finish(op->dev_gate_passed);
-        chorus__device_event_free(op->dev_gate_passed);
-    }
-    chorus__device_pinned_put(op->dev_gate);
+    /*
+     * The word is handed out again only once the stream has read it; waiting
+     * for that here could wait on the caller's earlier work, which may wait
+     * on a call that this thread has yet to drive.
+     */
+    chorus__device_pinned_put_after(op->dev_gate, op->dev_gate_passed);
     op->dev_gate = NULL;
     op->dev_gate_passed = NULL;
 }
