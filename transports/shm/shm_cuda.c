@@ -63,6 +63,7 @@ struct shm_cuda {
      */
     void **retired;
     size_t nretired;
+    void *stream;               /* the library's non-blocking stream of the node's device */
     chorus__device_share_t shares[CUDA_SHARES];    /* by allocation id, round robin */
     int next_share;
     uint64_t calls;
@@ -249,7 +250,6 @@ static chorus_status_t own_place(shm_op_t *op, struct shm_cuda *c, void *stream)
     chorus_status_t status;
 
     own_bytes(op, bytes);
-    d->shared = 0;
     c->send_staged =
         bytes[0] > 0 && (!(a->dev_bufs & COLL_DEV_SEND) ||
                          share_of(op->node, c, a->sendbuf, send_shared(a, me), &d->send) != 0);
@@ -610,7 +610,10 @@ int shm_cuda_progress(shm_op_t *op)
         return CHORUS_ERR_NO_MEMORY;
     if ((rc = chorus__device_enter(node->dev, &old)) != CHORUS_OK)
         return rc;
-    stream = chorus__device_stream_async();
+    /* Looked up once: the node's device never changes, and the lookup takes a lock. */
+    if (c->stream == NULL)
+        c->stream = chorus__device_stream_async();
+    stream = c->stream;
     rc = stream != NULL ? cuda_step(op, c, stream) : CHORUS_ERR_DEVICE;
     /* Failed: what this rank queued may still write the buffers; let it end first. */
     if (rc < 0 && stream != NULL && chorus__device_event_record(stream, &ended) == CHORUS_OK) {
