@@ -165,6 +165,27 @@ chorus_status_t chorus_comm_split(chorus_comm_t comm, int color, int key,
                                   chorus_comm_t *newcomm_p);
 chorus_status_t chorus_comm_dup(chorus_comm_t comm, chorus_comm_t *newcomm_p);
 
+/* ---- memory the node's ranks share ------------------------------------- */
+
+/*
+ * bytes of memory that the other ranks of comm on this node can read and
+ * write directly, zeroed; usable as any buffer of any collective on comm
+ * and on every communicator split or duplicated from it (also on a part of
+ * it, at any offset). A call whose buffers are such memory on every rank of
+ * a node reads the peers' inputs where they are and writes results straight
+ * into their outputs: no copy through shared slots. Any mix of such memory
+ * and ordinary buffers across ranks and calls works. Not collective: each
+ * rank allocates as it likes. chorus_mem(3).
+ */
+chorus_status_t chorus_mem_alloc(chorus_comm_t comm, size_t bytes, void **ptr_p);
+/*
+ * Free what chorus_mem_alloc returned. CHORUS_ERR_IN_USE while a call
+ * posted on it is pending (the memory stays valid); CHORUS_ERR_INVALID_ARG
+ * when ptr is not such memory. Peers that mapped it may keep its pages
+ * until they make room for others.
+ */
+chorus_status_t chorus_mem_free(chorus_comm_t comm, void *ptr);
+
 /* ---- per-call options: the one extension point ------------------------ */
 
 /*

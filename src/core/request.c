@@ -276,6 +276,9 @@ static chorus_status_t call_post(chorus_comm_t comm, const coll_args_t *args,
         task = coll_staged_task(staged, task);
         staged = NULL;
     }
+    /* chorus_mem_alloc memory under the call cannot be freed until it is over. */
+    if (status == CHORUS_OK)
+        chorus__task_hold(task, args->sendbuf, args->recvbuf);
     /* Its result reaches the caller's stream by itself: a blocking call need not wait. */
     if (status == CHORUS_OK && blocking)
         detach = (task->flags & CHORUS__TASK_ENQUEUED) || coll_staged_enqueued(task);

@@ -3,6 +3,8 @@
 
 #include <stdlib.h>
 
+#include "util/shared_mem.h"
+
 void chorus__task_init(chorus__task_t *task, const chorus__task_ops_t *ops, unsigned flags)
 {
     task->ops = ops;
@@ -10,6 +12,7 @@ void chorus__task_init(chorus__task_t *task, const chorus__task_ops_t *ops, unsi
     task->flags = flags;
     task->status = CHORUS_OK;
     task->failed_peer = -1;
+    task->held[0] = task->held[1] = NULL;
 }
 
 chorus_status_t chorus__task_post(chorus__task_t *task)
@@ -62,10 +65,19 @@ void chorus__task_fail(chorus__task_t *task, chorus_status_t status)
         task->ops->fail(task, status);
 }
 
+void chorus__task_hold(chorus__task_t *task, const void *sendbuf, const void *recvbuf)
+{
+    task->held[0] = chorus__shared_hold(sendbuf);
+    task->held[1] = chorus__shared_hold(recvbuf);
+}
+
 void chorus__task_finalize(chorus__task_t *task)
 {
-    if (task != NULL)
-        task->ops->finalize(task);
+    if (task == NULL)
+        return;
+    chorus__shared_release(task->held[0]);
+    chorus__shared_release(task->held[1]);
+    task->ops->finalize(task);
 }
 
 const char *chorus__task_served_by(const chorus__task_t *task)

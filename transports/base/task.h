@@ -76,6 +76,9 @@ struct chorus__task {
     unsigned flags;
     chorus_status_t status;     /* how the call ended, once over */
     int failed_peer;            /* the peer of the transfer that failed, or -1 (for reports) */
+    /* Shareable allocations (util/shared_mem.h) the call's buffers lie in, held until
+       the task is finalized, so that they cannot be freed under it; NULL: none. */
+    void *held[2];
 };
 
 /* Fill the head of a new task. */
@@ -96,6 +99,8 @@ int chorus__task_wait(chorus__task_t *task, unsigned max_us);
 void chorus__task_skip(chorus__task_t *task, chorus_status_t status);
 void chorus__task_fail(chorus__task_t *task, chorus_status_t status);
 /* NULL is allowed. */
+/* Hold the shareable allocations that sendbuf and recvbuf lie in (either may be NULL). */
+void chorus__task_hold(chorus__task_t *task, const void *sendbuf, const void *recvbuf);
 void chorus__task_finalize(chorus__task_t *task);
 /* served_by() where the kind has one, else NULL. */
 const char *chorus__task_served_by(const chorus__task_t *task);
