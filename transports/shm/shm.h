@@ -114,6 +114,9 @@ typedef struct {
     size_t per;                 /* staging: elements of each rank's part per round */
     size_t esize;
     size_t bytes;               /* the call's whole vector in bytes */
+    int mem_marked;             /* staging: this rank marked its buffers chorus memory */
+    int mem_agreed;             /* staging: every rank's mark has been seen */
+    int mem_direct;             /* every rank marked: it ran as a single-copy call */
     /* SHM_CUDA (shm_cuda.c): the call's device work, from the call on */
     chorus_status_t dev_status; /* a failure to order the call after the caller's work */
     void *dev_ready;            /* event: the caller's earlier device work is done */

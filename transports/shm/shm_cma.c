@@ -35,10 +35,27 @@ static int cma_error(const shm_node_t *node, int peer, const char *what, size_t 
     return err == EFAULT ? CHORUS_ERR_INVALID_ARG : CHORUS_ERR_SYSTEM;
 }
 
-/* Move bytes between this process at local and peer's remote address; partial moves resume. */
-int shm_cma_move(const shm_node_t *node, int peer, int write, void *local, uint64_t remote,
-                 size_t bytes)
+/*
+ * Move bytes between this process at local and peer's remote address: a
+ * copy where the peer's buffer is chorus memory mapped here (streaming
+ * stores for a write when streaming), else cross-memory attach, whose
+ * partial moves resume.
+ */
+static int peer_move(shm_node_t *node, int peer, int write, void *local, uint64_t remote,
+                     size_t bytes, int streaming)
 {
+    void *mapped;
+    int rc;
+
+    if ((rc = shm_mem_resolve(node, peer, remote, bytes, &mapped)) < 0)
+        return rc;
+    if (mapped != NULL) {
+        if (write)
+            shm_copy(mapped, local, bytes, streaming);
+        else
+            memcpy(local, mapped, bytes);
+        return 0;
+    }
     while (bytes > 0) {
         struct iovec l = {.iov_base = local, .iov_len = bytes};
         struct iovec r = {.iov_base = (void *)(uintptr_t)remote, .iov_len = bytes};
@@ -57,6 +74,12 @@ int shm_cma_move(const shm_node_t *node, int peer, int write, void *local, uint6
         bytes -= (size_t)n;
     }
     return 0;
+}
+
+int shm_cma_move(shm_node_t *node, int peer, int write, void *local, uint64_t remote,
+                 size_t bytes)
+{
+    return peer_move(node, peer, write, local, remote, bytes, 0);
 }
 
 int shm_cma_probe(pid_t pid, const shm_ctrl_t *peer_ctrl_local, uint64_t peer_addr)
@@ -103,8 +126,9 @@ static char *cma_dst(shm_op_t *op, const char *own, size_t c, size_t k)
 
 /*
  * dst = reduction in rank order of elements [c, c+k) at offset elem0 of every
- * rank's sendbuf: the first operand is read straight into dst (or is this
- * rank's own data, used where it lies), every later peer's through tmp.
+ * rank's sendbuf: operands in chorus memory are read where they lie, as is
+ * this rank's own; of the others, the first is read straight into dst, every
+ * later one through tmp.
  */
 static int cma_reduce_chunk(shm_op_t *op, char *dst, size_t elem0, size_t c, size_t k)
 {
@@ -119,10 +143,14 @@ static int cma_reduce_chunk(shm_op_t *op, char *dst, size_t elem0, size_t c, siz
         const void *src = own;
 
         if (j != node->me) {
-            void *into = sofar == NULL ? (void *)dst : node->tmp;
-            if ((rc = shm_cma_move(node, j, 0, into, desc_of(node, j)->sendbuf + off, k * es)) < 0)
+            uint64_t remote = desc_of(node, j)->sendbuf + off;
+            void *into = sofar == NULL ? (void *)dst : node->tmp, *mapped;
+
+            if ((rc = shm_mem_resolve(node, j, remote, k * es, &mapped)) < 0)
                 return rc;
-            src = into;
+            if (mapped == NULL && (rc = shm_cma_move(node, j, 0, into, remote, k * es)) < 0)
+                return rc;
+            src = mapped != NULL ? mapped : into;
         }
         if (sofar != NULL)
             fn(dst, sofar, src, k);
@@ -140,7 +168,7 @@ static int cma_reduce(shm_op_t *op)
     const coll_args_t *a = &op->args;
     size_t es = op->esize, per = node->chunk / es, lo, hi, elem0 = 0;
     size_t unit = shm_unit(es);
-    int rc;
+    int streaming = op->bytes >= node->cfg.nt_bytes, rc;
 
     if (a->coll == COLL_REDUCE_SCATTER) {
         lo = 0;
@@ -161,7 +189,8 @@ static int cma_reduce(shm_op_t *op)
         for (int j = 0; j < node->n && a->coll != COLL_REDUCE_SCATTER; j++) {
             if (j == node->me || (a->coll == COLL_REDUCE && j != a->root))
                 continue;
-            rc = shm_cma_move(node, j, 1, dst, desc_of(node, j)->recvbuf + c * es, bytes);
+            rc = peer_move(node, j, 1, dst, desc_of(node, j)->recvbuf + c * es, bytes,
+                           streaming);
             if (rc < 0)
                 return rc;
         }

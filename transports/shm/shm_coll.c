@@ -215,12 +215,15 @@ static int op_copy_in(shm_op_t *op)
     if (op->args.coll != COLL_BARRIER) {
         if ((rc = op_wait(op, node->slot_free[node->slot])) <= 0)
             return rc;
-        if (op->round == 0)
-            atomic_store_explicit(&node->ctrl[node->me]->stage_fp[node->slot], op->fp,
+        if (op->round == 0) {
+            op->mem_marked = shm_mem_mark(op);
+            atomic_store_explicit(&node->ctrl[node->me]->stage_fp[node->slot],
+                                  op->fp | (op->mem_marked ? SHM_FP_MEM : 0),
                                   memory_order_relaxed);
+        }
         if (op->args.coll == COLL_ALLTOALL)
             shm_a2a_stage_in(op);
-        else
+        else if (!op->mem_marked)
             shm_stage_in(op);
     }
     shm_post(node, op->tag);
@@ -240,9 +243,29 @@ static int op_take_out(shm_op_t *op)
         op->round++;
         return op_finish(op);
     }
-    if (op->round == 0 && (rc = shm_stage_check(node, node->slot, op->fp)) < 0) {
-        shm_node_fail(node, (chorus_status_t)rc);
-        return rc;
+    if (op->round == 0 && !op->mem_agreed) {
+        int marked;
+
+        if ((rc = shm_stage_check(node, node->slot, op->fp, &marked)) < 0) {
+            shm_node_fail(node, (chorus_status_t)rc);
+            return rc;
+        }
+        op->mem_agreed = 1;
+        /* Every rank's buffers are chorus memory, published: a single-copy call from here. */
+        if (marked == node->n) {
+            op->mem_direct = 1;
+            op->round = 1;
+            op->phase = PH_CMA;
+            return 2;
+        }
+        /* Some are: those ranks copy their part in after all, one step later. */
+        if (marked > 0) {
+            if (op->mem_marked)
+                shm_stage_in(op);
+            op->mem_marked = 0;     /* later rounds copy in as usual */
+            shm_post(node, op->tag);
+            return 2;
+        }
     }
     if (op->kind == SHM_SLICE) {
         shm_stage_slice(op);

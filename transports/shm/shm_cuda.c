@@ -286,8 +286,8 @@ static chorus_status_t own_place(shm_op_t *op, struct shm_cuda *c, void *stream)
             CHORUS_OK)
         return status;
 publish:
-    d->shared = (send_shared(a, me) && bytes[0] > 0 ? SHM_DEV_SEND : 0) |
-                (recv_shared(a, me) && bytes[1] > 0 ? SHM_DEV_RECV : 0);
+    d->shared = (send_shared(a, me) && bytes[0] > 0 ? SHM_BUF_SEND : 0) |
+                (recv_shared(a, me) && bytes[1] > 0 ? SHM_BUF_RECV : 0);
     d->count = a->count;
     d->fp = op->fp;
     return CHORUS_OK;
@@ -352,8 +352,8 @@ static int peers_place(shm_op_t *op, struct shm_cuda *c)
     for (int j = 0; j < node->n; j++) {
         const shm_dev_desc_t *d = &node->ctrl[j]->dev_desc;
         shm_dev_desc_t mine;
-        uint32_t need = (send_shared(a, j) ? SHM_DEV_SEND : 0) |
-                        (recv_shared(a, j) ? SHM_DEV_RECV : 0);
+        uint32_t need = (send_shared(a, j) ? SHM_BUF_SEND : 0) |
+                        (recv_shared(a, j) ? SHM_BUF_RECV : 0);
         char *base;
 
         if (j == node->me)
@@ -368,12 +368,12 @@ static int peers_place(shm_op_t *op, struct shm_cuda *c)
             return CHORUS_ERR_INVALID_ARG;
         }
         c->send[j] = c->recv[j] = NULL;
-        if ((need & SHM_DEV_SEND) && a->count > 0) {
+        if ((need & SHM_BUF_SEND) && a->count > 0) {
             if ((base = peer_base(node, c, j, &mine.send)) == NULL)
                 return CHORUS_ERR_DEVICE;
             c->send[j] = base + mine.send.offset;
         }
-        if ((need & SHM_DEV_RECV) && a->count > 0) {
+        if ((need & SHM_BUF_RECV) && a->count > 0) {
             if ((base = peer_base(node, c, j, &mine.recv)) == NULL)
                 return CHORUS_ERR_DEVICE;
             c->recv[j] = base + mine.recv.offset;

@@ -25,19 +25,22 @@ uint64_t shm_fingerprint(const coll_args_t *a, shm_kind_t kind)
     h = fp_mix(h, rooted ? (uint64_t)a->root : UINT64_MAX);
     h = fp_mix(h, (uint64_t)a->size << 1 | (a->counts != NULL));
     if (a->counts == NULL)
-        return fp_mix(h, a->count);
+        return fp_mix(h, a->count) & ~SHM_FP_MEM;
     /* A v-form: every block's length and place; the count is not part of the call. */
     for (int j = 0; j < a->size; j++)
         h = fp_mix(fp_mix(h, a->counts[j]), a->displs[j]);
-    return h;
+    return h & ~SHM_FP_MEM;
 }
 
-int shm_stage_check(const shm_node_t *node, int slot, uint64_t fp)
+int shm_stage_check(const shm_node_t *node, int slot, uint64_t fp, int *marked_p)
 {
+    *marked_p = 0;
     for (int j = 0; j < node->n; j++) {
         uint64_t theirs = atomic_load_explicit(&node->ctrl[j]->stage_fp[slot],
                                                memory_order_relaxed);
 
+        *marked_p += (theirs & SHM_FP_MEM) != 0;
+        theirs &= ~SHM_FP_MEM;
         if (theirs != fp) {
             chorus_error("local rank %d called with other arguments (call fingerprint "
                          "%016llx, this rank's %016llx): a different count, type, op, root or "
@@ -49,18 +52,40 @@ int shm_stage_check(const shm_node_t *node, int slot, uint64_t fp)
     return 0;
 }
 
+/* Bytes of the send (which 0) or receive (1) buffer a call of this rank's touches. */
+static size_t buf_bytes(const coll_args_t *a, int which)
+{
+    size_t elems[2], end = 0;
+
+    if (a->counts == NULL) {
+        coll_args_elems(a, (size_t)a->size, elems);
+        return elems[which] * chorus_dtype_size(a->dtype);
+    }
+    /* A v-form: one block on one side, the blocks of every rank where they lie on the other. */
+    if ((a->coll == COLL_ALLGATHER) == (which == 0))
+        return a->counts[a->rank] * chorus_dtype_size(a->dtype);
+    for (int j = 0; j < a->size; j++)
+        end = a->displs[j] + a->counts[j] > end ? a->displs[j] + a->counts[j] : end;
+    return end * chorus_dtype_size(a->dtype);
+}
+
 void shm_desc_publish(shm_node_t *node, const coll_args_t *a, uint64_t fp)
 {
     shm_desc_t *mine = &node->ctrl[node->me]->desc;
+    unsigned mem = 0;
 
     mine->sendbuf = (uint64_t)(uintptr_t)a->sendbuf;
     mine->recvbuf = (uint64_t)(uintptr_t)a->recvbuf;
     mine->count = a->count;
     mine->fp = fp;
+    if (chorus__shared_find(a->sendbuf, buf_bytes(a, 0), &mine->send_mem))
+        mem |= SHM_BUF_SEND;
+    if (chorus__shared_find(a->recvbuf, buf_bytes(a, 1), &mine->recv_mem))
+        mem |= SHM_BUF_RECV;
+    mine->mem = mem;
 }
 
-/* Whether rank j's send buffer is read by the call: it holds data of its. */
-static int reads_send(const coll_args_t *a, int j)
+int shm_peer_reads_send(const coll_args_t *a, int j)
 {
     size_t total = 0;
 
@@ -78,8 +103,7 @@ static int reads_send(const coll_args_t *a, int j)
     }
 }
 
-/* Whether peers write into rank j's receive buffer. */
-static int writes_recv(const coll_args_t *a, int j)
+int shm_peer_writes_recv(const coll_args_t *a, int j)
 {
     return a->coll == COLL_ALLREDUCE || a->coll == COLL_BROADCAST ||
            a->coll == COLL_ALLTOALL || (a->coll == COLL_REDUCE && j == a->root);
@@ -93,7 +117,8 @@ int shm_desc_check(const shm_node_t *node, const coll_args_t *a, uint64_t fp)
 
         /* The count of a v-form is not part of the call, so it may differ. */
         if (dfp != fp || (a->counts == NULL && count != a->count) ||
-            (writes_recv(a, j) && recvbuf == 0) || (reads_send(a, j) && sendbuf == 0)) {
+            (shm_peer_writes_recv(a, j) && recvbuf == 0) ||
+            (shm_peer_reads_send(a, j) && sendbuf == 0)) {
             chorus_error("local rank %d published a call that does not match this one (count "
                          "%llu against %zu, fingerprint %016llx against %016llx, or a NULL "
                          "buffer)" SHM_MISMATCH_HINT, j, (unsigned long long)count, a->count,

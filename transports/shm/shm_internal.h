@@ -9,6 +9,7 @@
 
 #include "reduce/device.h"
 #include "transports/shm/shm.h"
+#include "util/shared_mem.h"
 
 #define SHM_LINE 64
 #define SHM_MAGIC 0x63686f7275736d31ULL   /* "chorusm1" */
@@ -34,20 +35,33 @@ typedef struct {
     uint64_t recvbuf;
     uint64_t count;
     uint64_t fp;                /* the call's whole fingerprint (shm_fingerprint) */
+    uint32_t mem;               /* SHM_BUF_SEND, SHM_BUF_RECV: the buffer is chorus memory */
+    uint32_t pad;
+    chorus__shared_ref_t send_mem;  /* the chorus_mem_alloc allocations they lie in */
+    chorus__shared_ref_t recv_mem;
 } shm_desc_t;
+
+/*
+ * Bit 0 of the whole fingerprint that a staging call's first round writes
+ * beside its slot: this rank's buffers that peers would reach in a
+ * single-copy call are chorus_mem_alloc memory, so it copied nothing in
+ * (shm_mem.c). Fingerprints themselves keep the bit clear.
+ */
+#define SHM_FP_MEM 1ULL
 
 /* Where a call's device buffers are, for the CUDA path (shm_cuda.c). */
 typedef struct {
     uint64_t fp;                /* the call's whole fingerprint */
     uint64_t count;
-    uint32_t shared;            /* SHM_DEV_SEND, SHM_DEV_RECV: the buffer is published */
+    uint32_t shared;            /* SHM_BUF_SEND, SHM_BUF_RECV: the buffer is published */
     uint32_t pad;
     chorus__device_share_t send;
     chorus__device_share_t recv;
 } shm_dev_desc_t;
 
-#define SHM_DEV_SEND 1u
-#define SHM_DEV_RECV 2u
+/* shm_desc_t.mem, shm_dev_desc_t.shared: which buffers of the call the words describe. */
+#define SHM_BUF_SEND 1u
+#define SHM_BUF_RECV 2u
 
 /* The start of every region; each member that peers poll has a cache line of its own. */
 typedef struct {
@@ -116,6 +130,7 @@ struct shm_node {
     void *acc;                  /* single-copy path: private chunk buffers */
     void *tmp;
     size_t chunk;
+    struct shm_mem *mem;        /* peers' chorus_mem_alloc memory mapped here (first use) */
     int dev;                    /* CUDA path: this rank's device (its card's), or -1 */
     struct shm_cuda *cuda;      /* CUDA path: peers' opened buffers, scratch (first call) */
 };
@@ -181,8 +196,9 @@ int shm_a2a_cma(shm_op_t *op);
  * checked against this rank's own call before any address in them is used.
  */
 uint64_t shm_fingerprint(const coll_args_t *a, shm_kind_t kind);
-/* 0 when every rank's fingerprint of the call in slot is fp, else INVALID_ARG. */
-int shm_stage_check(const shm_node_t *node, int slot, uint64_t fp);
+/* 0 when every rank's fingerprint of the call in slot is fp, else INVALID_ARG; *marked_p:
+ * how many ranks set SHM_FP_MEM beside it. */
+int shm_stage_check(const shm_node_t *node, int slot, uint64_t fp, int *marked_p);
 
 /*
  * The end of every message about ranks whose calls differ: the fingerprints
@@ -204,11 +220,33 @@ void shm_cuda_op_init(shm_op_t *op);
 void shm_cuda_op_release(shm_op_t *op);
 void shm_cuda_node_free(shm_node_t *node);
 
+/* Whether local rank j's send buffer is read, or its receive buffer written, by its peers
+ * in a single-copy call. */
+int shm_peer_reads_send(const coll_args_t *a, int j);
+int shm_peer_writes_recv(const coll_args_t *a, int j);
+
+/*
+ * chorus_mem_alloc memory (shm_mem.c). A staging call's first round marks
+ * whether this rank's buffers that peers would reach are such memory
+ * (publishing where they are); when every rank marked it, the call runs as
+ * a single-copy call that reads and writes those buffers where they are.
+ */
+int shm_mem_mark(shm_op_t *op);
+/*
+ * Where peer's bytes at its address remote are in this process: *local_p
+ * is NULL when they are not in chorus memory that peer published for the
+ * call (the caller then uses cross-memory attach), else the mapping's
+ * address. < 0: the memory could not be mapped and there is no other way.
+ */
+int shm_mem_resolve(shm_node_t *node, int peer, uint64_t remote, size_t bytes, void **local_p);
+void shm_mem_node_free(shm_node_t *node);
+
 /* The single-copy path (shm_cma.c). */
 int shm_cma_progress(shm_op_t *op);
 int shm_cma_probe(pid_t pid, const shm_ctrl_t *peer_ctrl_local, uint64_t peer_addr);
-/* Move bytes between this process at local and peer's remote address (write: to it). */
-int shm_cma_move(const shm_node_t *node, int peer, int write, void *local, uint64_t remote,
+/* Move bytes between this process at local and peer's remote address (write: to it),
+ * directly where the peer's buffer is chorus memory. */
+int shm_cma_move(shm_node_t *node, int peer, int write, void *local, uint64_t remote,
                  size_t bytes);
 
 #endif

@@ -217,6 +217,7 @@ void shm_node_destroy(shm_node_t *node)
     free(node->acc);
     free(node->tmp);
     shm_cuda_node_free(node);
+    shm_mem_node_free(node);
     free(node->skipped);
     pthread_mutex_destroy(&node->turn_lock);
     free(node);

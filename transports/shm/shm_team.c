@@ -194,6 +194,12 @@ static void shm_task_finalize(chorus__task_t *task)
         free(t);
 }
 
+/* A staging call whose buffers were chorus memory on every rank ran on them directly. */
+static const char *shm_task_served_by(const chorus__task_t *task)
+{
+    return task_of((chorus__task_t *)task)->op.mem_direct ? "shm_mem" : NULL;
+}
+
 static const chorus__task_ops_t shm_task_ops = {
     .name = "shm",
     .progress = shm_task_progress,
@@ -201,6 +207,7 @@ static const chorus__task_ops_t shm_task_ops = {
     .skip = shm_task_skip,
     .fail = shm_task_fail,
     .finalize = shm_task_finalize,
+    .served_by = shm_task_served_by,
 };
 
 /* A call this team cannot run as asked is refused before it takes a turn. */
