@@ -89,11 +89,40 @@ static chorus_status_t m_call(const m_case_t *c, chorus_comm_t comm, char *send,
     }
 }
 
-static int m_run_case(chorus_comm_t comm, m_case_t *c)
+/* A buffer of the matrix's kind for this rank: malloc, or chorus_mem_alloc on mem_comm. */
+static void *m_alloc(const coll_matrix_t *m, chorus_comm_t comm, int rank, size_t bytes)
+{
+    void *p = NULL;
+
+    if (m->mem == COLL_MATRIX_MALLOC || (m->mem == COLL_MATRIX_MIXED && rank % 2 == 1))
+        return malloc(bytes);
+    if (chorus_mem_alloc(m->mem_comm != NULL ? m->mem_comm : comm, bytes, &p) != CHORUS_OK)
+        return NULL;
+    return p;
+}
+
+static void m_free(const coll_matrix_t *m, chorus_comm_t comm, int rank, void *p)
+{
+    chorus_status_t status;
+
+    if (m->mem == COLL_MATRIX_MALLOC || (m->mem == COLL_MATRIX_MIXED && rank % 2 == 1)) {
+        free(p);
+        return;
+    }
+    status = chorus_mem_free(m->mem_comm != NULL ? m->mem_comm : comm, p);
+    if (status != CHORUS_OK) {
+        fprintf(stderr, "rank %d: chorus_mem_free after a completed call: %s\n", rank,
+                chorus_status_string(status));
+        abort();
+    }
+}
+
+static int m_run_case(chorus_comm_t comm, const coll_matrix_t *m, m_case_t *c)
 {
     size_t es = chorus_dtype_size(c->dtype), p = (size_t)c->size;
     size_t bytes = (c->count * p + 1) * es;
-    char *send = malloc(bytes), *recv = malloc(bytes), *want = malloc(bytes);
+    char *send = m_alloc(m, comm, c->rank, bytes), *recv = m_alloc(m, comm, c->rank, bytes);
+    char *want = malloc(bytes);
     char *s, *r, *cmp;
     size_t ncmp, wrong;
     chorus_status_t status;
@@ -139,8 +168,10 @@ static int m_run_case(chorus_comm_t comm, m_case_t *c)
         failed = 1;
     }
 out:
-    free(send);
-    free(recv);
+    if (send != NULL)
+        m_free(m, comm, c->rank, send);
+    if (recv != NULL)
+        m_free(m, comm, c->rank, recv);
     free(want);
     return failed;
 }
@@ -158,7 +189,8 @@ static size_t m_count(m_coll_t coll, size_t whole, int size)
     return whole;
 }
 
-static int m_run_count(chorus_comm_t comm, int rank, int size, size_t whole)
+static int m_run_count(chorus_comm_t comm, const coll_matrix_t *m, int rank, int size,
+                       size_t whole)
 {
     int failures = 0;
 
@@ -178,7 +210,7 @@ static int m_run_count(chorus_comm_t comm, int rank, int size, size_t whole)
                              m_names[coll], chorus_dtype_name(c.dtype),
                              m_reducing(c.coll) ? chorus_op_name(c.op) : "-", c.count, c.root,
                              in_place ? "in-place" : "out-of-place");
-                    failures += m_run_case(comm, &c);
+                    failures += m_run_case(comm, m, &c);
                 }
             }
         }
@@ -196,8 +228,8 @@ int coll_matrix_rank(chorus_comm_t comm, int rank, int size, void *arg)
     int failures = 0;
 
     for (int k = 0; k < m->ncounts; k++)
-        failures += m_run_count(comm, rank, size, m->counts[k]);
+        failures += m_run_count(comm, m, rank, size, m->counts[k]);
     if (m->big_count)
-        failures += m_run_count(comm, rank, size, m->big_count);
+        failures += m_run_count(comm, m, rank, size, m->big_count);
     return failures > 100 ? 100 : failures;
 }
