@@ -90,9 +90,18 @@ static void perf_die(perf_ctx_t *c, const perf_args_t *a, chorus_status_t st)
     perf_abort(c);
 }
 
-/* A zeroed buffer of bytes: host memory (every page touched now) or, with --mem cuda, device. */
+/*
+ * A zeroed buffer of bytes: host memory (every page touched now), with
+ * --mem chorus from chorus_mem_alloc, or with --mem cuda device memory.
+ */
 static int perf_buf_alloc(const perf_ctx_t *c, void **p, size_t bytes)
 {
+    if (c->opts->mem_chorus) {
+        if (chorus_mem_alloc(c->comm, bytes, p) != CHORUS_OK)
+            return -1;
+        memset(*p, 0, bytes);
+        return 0;
+    }
 #ifdef HAVE_CUDA
     if (c->opts->mem_cuda) {
         if (cudaMalloc(p, bytes) != cudaSuccess || cudaMemset(*p, 0, bytes) != cudaSuccess) {
@@ -110,6 +119,10 @@ static int perf_buf_alloc(const perf_ctx_t *c, void **p, size_t bytes)
 
 static void perf_buf_free(const perf_ctx_t *c, void *p)
 {
+    if (c->opts->mem_chorus) {
+        chorus_mem_free(c->comm, p);
+        return;
+    }
 #ifdef HAVE_CUDA
     if (c->opts->mem_cuda) {
         cudaFree(p);
@@ -749,7 +762,9 @@ static int perf_main(const perf_opts_t *opts)
         printf("# chorus %s on %s (%d cores)", c.run.version, c.run.host, c.run.cores);
         if (opts->coll != PERF_FC_WEIGHT_GRAD)
             printf(", %d rotating buffer pair%s per rank%s", c.nsets, c.nsets == 1 ? "" : "s",
-                   opts->mem_cuda ? " in CUDA device memory" : "");
+                   opts->mem_cuda     ? " in CUDA device memory"
+                   : opts->mem_chorus ? " from chorus_mem_alloc"
+                                      : "");
         printf("\n");
     }
     perf_warn_oversubscribed(&c);

@@ -52,13 +52,16 @@ from peers import RunError, WrongResults
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_SIZES = "8,64,512,1K,4K,16K,64K,256K,1M,4M,16M,64M,256M"
-PEER_ORDER = ("ompi", "ompi-pmpi", "mpich", "mpich-pmpi", "gloo")
-DEFAULT_PEERS = ("ompi", "mpich", "gloo")
-# Each interposed MPI and the native one it is compared with (ratio interposed/native).
-INTERPOSED = (("ompi-pmpi", "ompi"), ("mpich-pmpi", "mpich"))
+MEM = "chorus-mem"  # the same chorus-perf with its buffers from chorus_mem_alloc
+PEER_ORDER = (MEM, "ompi", "ompi-pmpi", "mpich", "mpich-pmpi", "gloo")
+DEFAULT_PEERS = (MEM, "ompi", "mpich", "gloo")
+# Pairs (X, Y) shown as X/Y busbw: each interposed MPI over the native one, and chorus
+# with chorus_mem_alloc buffers over each MPI.
+INTERPOSED = (("ompi-pmpi", "ompi"), ("mpich-pmpi", "mpich"), (MEM, "ompi"), (MEM, "mpich"))
 BASE = "chorus-base"  # the --baseline-perf build
-CHORUS_LIKE = ("chorus", BASE)  # report both in_place and out_of_place figures
-PEER_CLASSES = {"ompi": peers.OpenMpi, "ompi-pmpi": peers.OpenMpiInterposed,
+CHORUS_LIKE = ("chorus", BASE, MEM)  # report both in_place and out_of_place figures
+PEER_CLASSES = {MEM: lambda args: peers.Chorus(args, MEM, mem="chorus"),
+                "ompi": peers.OpenMpi, "ompi-pmpi": peers.OpenMpiInterposed,
                 "mpich": peers.Mpich, "mpich-pmpi": peers.MpichInterposed, "gloo": peers.Gloo}
 
 
@@ -121,7 +124,9 @@ def build_parser():
     p.add_argument("--peers", default=",".join(DEFAULT_PEERS),
                    help="comma-separated peers to run (%s) or none; X-pmpi is MPI X "
                    "running the same benchmark with chorus's interposer preloaded, and "
-                   "gets a column X-pmpi/X beside X" % ", ".join(PEER_ORDER))
+                   "gets a column X-pmpi/X beside X; %s is chorus-perf --mem chorus "
+                   "(buffers from chorus_mem_alloc), with columns %s/X beside each MPI"
+                   % (", ".join(PEER_ORDER), MEM, MEM))
     p.add_argument("--env", dest="chorus_env_items", action="append", metavar="VAR=VALUE",
                    help="set for chorus runs only, e.g. CHORUS_TUNE=... (repeatable)")
     p.add_argument("--ompi-env", dest="ompi_env_items", action="append", metavar="VAR=VALUE")
@@ -306,8 +311,9 @@ def summarize(args, coll, plan, runs, libs):
             row["ratio"][lib] = dict(spread(rs), chorus_variant=v)
         for lib, native in INTERPOSED:
             if lib in libs and native in libs:
-                rs = [n / i for i, n in zip(row["time_us"][lib], row["time_us"][native])
-                      if i and n]
+                v = chorus_variant(native, coll, args.chorus_variant)
+                rs = [side_time(native, n, v) / side_time(lib, i, v)
+                      for i, n in zip(row["time_us"][lib], row["time_us"][native]) if i and n]
                 row["ratio"][lib + "/" + native] = spread(rs)
         row["busbw_median"] = {lib: med([b for b in row["busbw"][lib] if b is not None])
                                for lib in libs}
@@ -348,7 +354,7 @@ def print_table(args, coll, table, libs, notes, bound):
         how.append("%s with the baseline build (new/base)"
                    % chorus_variant(BASE, coll, args.chorus_variant).replace("_", " "))
     print("# %s: in-place figure; chorus compared %s"
-          % ("chorus and chorus-base columns" if BASE in libs else "chorus column",
+          % ("chorus-like columns" if BASE in libs or MEM in libs else "chorus column",
              "; ".join(how) or "with no peer"))
     if bound:
         print("# physical bound, one core, same run: memcpy %.2f GB/s [%.2f-%.2f], "
@@ -357,9 +363,12 @@ def print_table(args, coll, table, libs, notes, bound):
                  bound["memcpy"]["max_gbs"], bound["nt_copy"]["median_gbs"],
                  bound["nt_copy"]["min_gbs"], bound["nt_copy"]["max_gbs"],
                  bound["nt_copy"]["method"]))
-    if pairs:
+    if any("-pmpi/" in pair for pair in pairs):
         print("# X-pmpi/X: busbw of MPI X with chorus's interposer over X alone, the same "
               "benchmark in the same interleaved runs")
+    if MEM in libs:
+        print("# %s: chorus-perf --mem chorus, its buffers from chorus_mem_alloc; "
+              "%s/X: its busbw over MPI X's" % (MEM, MEM))
     for note in notes:
         print("# %s" % note)
     sys.stdout.flush()

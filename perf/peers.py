@@ -213,8 +213,8 @@ class Chorus:
     with that tree's lib first on LD_LIBRARY_PATH: its RUNPATH may name another tree's
     library, and LD_LIBRARY_PATH set outside would otherwise win over it."""
 
-    def __init__(self, args, name="chorus", perf=None, env=None):
-        self.args, self.name = args, name
+    def __init__(self, args, name="chorus", perf=None, env=None, mem=None):
+        self.args, self.name, self.mem = args, name, mem
         self.perf = perf or args.chorus_perf
         self.env_given = dict(args.chorus_env if env is None else env)
         self.env = dict(self.env_given)
@@ -240,7 +240,7 @@ class Chorus:
                        "libchorus": self._libchorus(env),
                        "collectives": self.colls,
                        "buffers": "chorus-perf's own: up to 4 rotating send/receive pairs "
-                       "per rank within 1 GiB",
+                       "per rank within 1 GiB%s" % (", --mem " + self.mem if self.mem else ""),
                        "config_in_effect": self._info_config()}
         return None
 
@@ -305,7 +305,8 @@ class Chorus:
             tag = "%s.%s.%d.%d" % (self.name, coll, rep, k)
             out = os.path.join(logdir, tag + ".json")
             cmd = [self.perf, coll, "-np", str(self.args.nranks), "-b", str(lo), "-e", str(hi),
-                   "-f", str(f), "-n", str(it), "-w", str(wu), "-c", "1", "--json", out]
+                   "-f", str(f), "-n", str(it), "-w", str(wu), "-c", "1", "--json", out] + \
+                (["--mem", self.mem] if self.mem else [])
             codes, logs = run_procs([cmd], env_with(self.env), self.args.timeout, logdir, tag)
             data = None
             if os.path.exists(out):

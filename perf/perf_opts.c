@@ -40,9 +40,11 @@ const char perf_usage_text[] =
     "                       compressed on the wire,\n"
     "                       W fp16 or bf16; results are checked against the bound of\n"
     "                       chorus_allreduce(3) instead of exactly\n"
-    "  --mem M              where the buffers are: host (default) or cuda (device\n"
-    "                       memory of GPU rank % GPUs, every call made with mem_type\n"
-    "                       CHORUS_MEM_CUDA; a build with CUDA only)\n"
+    "  --mem M              where the buffers are: host (default), chorus (host memory\n"
+    "                       from chorus_mem_alloc, which local peers read and write\n"
+    "                       directly) or cuda (device memory of GPU rank % GPUs, every\n"
+    "                       call made with mem_type CHORUS_MEM_CUDA; a build with CUDA\n"
+    "                       only)\n"
     "  --json FILE          also write the results to FILE as JSON\n"
     "  -h, --help           print this help\n"
     "  --version            print the version of chorus-perf and of the library\n"
@@ -209,8 +211,9 @@ static int set_value(perf_opts_t *o, int which, const char *opt, const char *v,
         ok = o->compress != 0;
         break;
     case 15:
-        ok = strcmp(v, "host") == 0 || strcmp(v, "cuda") == 0;
+        ok = strcmp(v, "host") == 0 || strcmp(v, "cuda") == 0 || strcmp(v, "chorus") == 0;
         o->mem_cuda = strcmp(v, "cuda") == 0;
+        o->mem_chorus = strcmp(v, "chorus") == 0;
         break;
     default: break;
     }

@@ -34,6 +34,7 @@ typedef struct {
     const char *json_path; /* NULL: no JSON */
     uint32_t compress;     /* CHORUS_COMPRESS_FP16 or _BF16 (allreduce of float32), or 0 */
     int mem_cuda;          /* --mem cuda: the collectives' buffers in CUDA device memory */
+    int mem_chorus;        /* --mem chorus: the collectives' buffers from chorus_mem_alloc */
     /* fc_weight_grad: every combination of rows (per rank), in and out features */
     perf_size_list_t rows, in, out;
     int help;              /* -h or --help: print the usage, nothing else */
