@@ -3,7 +3,9 @@
 
 #include <string.h>
 
+#include "util/log.h"
 #include "util/pages.h"
+#include "util/shared_mem.h"
 
 /* A cached buffer serves a request at most this many times its size. */
 #define POOL_MAX_WASTE 4
@@ -19,16 +21,47 @@ static size_t pool_bytes(const coll_scratch_pool_t *pool)
     return total;
 }
 
+/* A new buffer: shareable memory in a shared pool (mapped pages where it cannot be had). */
+static void *pool_alloc(const coll_scratch_pool_t *pool, size_t bytes)
+{
+    void *mem;
+
+    if (pool != NULL && pool->shared && chorus__shared_alloc(bytes, &mem) == CHORUS_OK)
+        return mem;
+    return chorus__pages_alloc(bytes);
+}
+
+static void pool_free(const coll_scratch_pool_t *pool, void *mem, size_t bytes)
+{
+    chorus_status_t status;
+
+    if (mem == NULL)
+        return;
+    if (pool != NULL && pool->shared &&
+        (status = chorus__shared_free(mem)) != CHORUS_ERR_INVALID_ARG) {
+        if (status != CHORUS_OK)
+            chorus_error("a fusion buffer was returned while a call still used it: kept");
+        return;
+    }
+    chorus__pages_free(mem, bytes);
+}
+
 void coll_pool_init(coll_scratch_pool_t *pool)
 {
     memset(pool, 0, sizeof(*pool));
     pthread_mutex_init(&pool->lock, NULL);
 }
 
+void coll_pool_init_shared(coll_scratch_pool_t *pool)
+{
+    coll_pool_init(pool);
+    pool->shared = 1;
+}
+
 void coll_pool_destroy(coll_scratch_pool_t *pool)
 {
     for (int i = 0; i < COLL_POOL_SLOTS; i++)
-        chorus__pages_free(pool->slots[i].mem, pool->slots[i].size);
+        pool_free(pool, pool->slots[i].mem, pool->slots[i].size);
     pthread_mutex_destroy(&pool->lock);
     memset(pool, 0, sizeof(*pool));
 }
@@ -56,7 +89,7 @@ coll_pool_buf_t coll_pool_get(coll_scratch_pool_t *pool, size_t bytes)
         pthread_mutex_unlock(&pool->lock);
     }
     if (buf.mem == NULL)
-        buf.mem = chorus__pages_alloc(buf.size);
+        buf.mem = pool_alloc(pool, buf.size);
     return buf;
 }
 
@@ -87,5 +120,5 @@ void coll_pool_put(coll_scratch_pool_t *pool, coll_pool_buf_t buf)
         }
         pthread_mutex_unlock(&pool->lock);
     }
-    chorus__pages_free(buf.mem, buf.size);
+    pool_free(pool, buf.mem, buf.size);
 }

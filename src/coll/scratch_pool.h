@@ -22,9 +22,12 @@ typedef struct {
 typedef struct coll_scratch_pool {
     pthread_mutex_t lock;
     coll_pool_buf_t slots[COLL_POOL_SLOTS];
+    int shared;                 /* buffers are chorus_mem_alloc memory (util/shared_mem.h) */
 } coll_scratch_pool_t;
 
 void coll_pool_init(coll_scratch_pool_t *pool);
+/* A pool whose buffers local peers can map, so that node-local calls use them in place. */
+void coll_pool_init_shared(coll_scratch_pool_t *pool);
 /* Frees every cached buffer. */
 void coll_pool_destroy(coll_scratch_pool_t *pool);
 /*

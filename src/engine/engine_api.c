@@ -144,7 +144,7 @@ chorus_status_t chorus_engine_create(chorus_comm_t comm, const chorus_engine_opt
     engine->size = chorus_comm_size(comm);
     engine->fault = CHORUS_OK;
     engine_names_init(&engine->names);
-    coll_pool_init(&engine->pool);
+    coll_pool_init_shared(&engine->pool);   /* fusion buffers peers on the node read in place */
     valid = engine_settings(engine, opts, why, sizeof(why)) == 0;
     if (valid && engine_p == NULL) {
         snprintf(why, sizeof(why), "invalid argument engine_p=NULL");
