@@ -105,16 +105,18 @@ static const shm_desc_t *desc_of(const shm_node_t *node, int j)
 /*
  * Where this rank's reduced chunk is formed: straight in its recvbuf when the
  * result stays there, so no copy follows; in the private acc buffer when it
- * has no result here (a reduce's non-root), or when forming it in place would
- * overwrite its own input before rank order reaches it.
+ * has no result here (a reduce's non-root), when forming it in place would
+ * overwrite its own input before rank order reaches it, or when the results
+ * go out with streaming stores (a cache-resident chunk copied out with them
+ * costs no read of the destination, which plain stores into it would).
  */
-static char *cma_dst(shm_op_t *op, const char *own, size_t c, size_t k)
+static char *cma_dst(shm_op_t *op, const char *own, size_t c, size_t k, int streaming)
 {
     const coll_args_t *a = &op->args;
     size_t bytes = k * op->esize;
     char *dst;
 
-    if (a->coll == COLL_REDUCE && a->rank != a->root)
+    if ((a->coll == COLL_REDUCE && a->rank != a->root) || streaming)
         return op->node->acc;
     dst = (char *)a->recvbuf + c * op->esize;
     if (dst == own && op->node->me == 0)
@@ -180,12 +182,12 @@ static int cma_reduce(shm_op_t *op)
     for (size_t c = lo; c < hi; c += per) {
         size_t k = hi - c < per ? hi - c : per, bytes = k * es;
         const char *own = (const char *)a->sendbuf + (elem0 + c) * es;
-        char *dst = cma_dst(op, own, c, k);
+        char *dst = cma_dst(op, own, c, k, streaming);
 
         if ((rc = cma_reduce_chunk(op, dst, elem0, c, k)) < 0)
             return rc;
         if (dst == node->acc && (a->coll != COLL_REDUCE || a->rank == a->root))
-            memcpy((char *)a->recvbuf + c * es, dst, bytes);
+            shm_copy((char *)a->recvbuf + c * es, dst, bytes, streaming);
         for (int j = 0; j < node->n && a->coll != COLL_REDUCE_SCATTER; j++) {
             if (j == node->me || (a->coll == COLL_REDUCE && j != a->root))
                 continue;
