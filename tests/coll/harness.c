@@ -19,7 +19,7 @@
 
 #define HARNESS_MAX_RANKS 64
 
-static double now_s(void)
+double harness_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -67,7 +67,7 @@ static int free_port_on(const char *ip)
     int low = ephemeral_low(), span = low - 1024 > 20000 ? 20000 : low - 1024;
 
     if (seed == 0)
-        seed = (unsigned)getpid() ^ (unsigned)(now_s() * 1e6);
+        seed = (unsigned)getpid() ^ (unsigned)(harness_now() * 1e6);
     for (int attempt = 0; attempt < 64 && span > 0; attempt++) {
         int port = low - 1 - rand_r(&seed) % span;
 
@@ -184,7 +184,7 @@ static int netns_join(const char *list, int rank, int nranks)
 
 static void make_secret(char *buf, size_t len)
 {
-    unsigned seed = (unsigned)getpid() ^ (unsigned)(now_s() * 1e6);
+    unsigned seed = (unsigned)getpid() ^ (unsigned)(harness_now() * 1e6);
 
     for (size_t i = 0; i + 1 < len; i++)
         buf[i] = "0123456789abcdef"[rand_r(&seed) % 16];
@@ -217,7 +217,7 @@ int harness_run(const harness_opts_t *opts, harness_rank_fn fn, void *arg, int *
                 double *elapsed_out)
 {
     pid_t pids[HARNESS_MAX_RANKS];
-    double start = now_s(), ended[HARNESS_MAX_RANKS];
+    double start = harness_now(), ended[HARNESS_MAX_RANKS];
     char addr[64], secret[33];
     const char *netns = getenv("CHORUS_TEST_NETNS");
     int n = opts->nranks, left, failed = 0, killed = 0;
@@ -253,20 +253,20 @@ int harness_run(const harness_opts_t *opts, harness_rank_fn fn, void *arg, int *
                 if (pids[r] != pid)
                     continue;
                 status_out[r] = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-                ended[r] = now_s() - start;
+                ended[r] = harness_now() - start;
                 pids[r] = 0;
                 left--;
             }
             continue;
         }
-        if (!killed && opts->kill_rank >= 0 && now_s() - start >= opts->kill_after_s) {
+        if (!killed && opts->kill_rank >= 0 && harness_now() - start >= opts->kill_after_s) {
             if (pids[opts->kill_rank] > 0)
                 kill(pids[opts->kill_rank], SIGKILL);
             killed = 1;
         }
         if (opts->tick != NULL)
-            opts->tick(pids, n, now_s() - start, opts->tick_arg);
-        if (now_s() - start > opts->deadline_s) {
+            opts->tick(pids, n, harness_now() - start, opts->tick_arg);
+        if (harness_now() - start > opts->deadline_s) {
             for (int r = 0; r < n; r++) {
                 if (pids[r] > 0) {
                     fprintf(stderr, "harness: rank %d still running after %.1f s: killed\n",
@@ -278,7 +278,7 @@ int harness_run(const harness_opts_t *opts, harness_rank_fn fn, void *arg, int *
                 ;
             for (int r = 0; r < n; r++)
                 if (elapsed_out)
-                    elapsed_out[r] = pids[r] > 0 ? now_s() - start : ended[r];
+                    elapsed_out[r] = pids[r] > 0 ? harness_now() - start : ended[r];
             return 1;
         }
         usleep(2000);

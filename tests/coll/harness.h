@@ -45,6 +45,9 @@ typedef struct {
 int harness_run(const harness_opts_t *opts, harness_rank_fn fn, void *arg, int *status_out,
                 double *elapsed_out);
 
+/* Seconds on the monotonic clock. */
+double harness_now(void);
+
 /* A free TCP port on 127.0.0.1 (bound then released). */
 int harness_free_port(void);
 

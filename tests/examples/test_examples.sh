@@ -8,9 +8,9 @@
 # reference. Then 300 named gradients submitted to the training engine in a
 # different order on each of 5 ranks. Last, calls refused on one rank for a
 # NULL buffer, each followed by a correct call, at 3 ranks with and without
-# shared memory.
+# shared memory. And 256 MiB allreduced in chorus_mem_alloc memory on 4 ranks.
 #
-# Environment: HELLO, SPLIT_HALVES, FC_LAYER, ENGINE_SHUFFLE and REFUSED_ONCE (the example
+# Environment: HELLO, SPLIT_HALVES, FC_LAYER, ENGINE_SHUFFLE, REFUSED_ONCE and MEM_ALLREDUCE (the example
 # binaries), CHORUS_RUN, and
 # optionally MPI_EXAMPLE and MPIRUN.
 set -u
@@ -90,6 +90,13 @@ for shm in 1 0; do
         [ "$(grep -c 'rank 2 refused broadcast #0 (invalid argument sendbuf=NULL' "$TMP/refused")" -eq 2 ]
     [ "$rc" -eq 0 ] || cat "$TMP/refused"
 done
+
+timeout -k 5 180 "$CHORUS_RUN" -n 4 "$MEM_ALLREDUCE" > "$TMP/mem" 2>&1
+rc=$?
+check "mem_allreduce under chorus-run -n 4 exits 0 (got $rc)" [ "$rc" -eq 0 ]
+check "mem_allreduce: four ranks exact over 256 MiB" \
+    [ "$(grep -c '67108864 floats in chorus memory: ok' "$TMP/mem")" -eq 4 ]
+[ "$rc" -eq 0 ] || cat "$TMP/mem"
 
 [ "$FAILED" -eq 0 ] || cat "$TMP/run" "$TMP/split"
 checks_end

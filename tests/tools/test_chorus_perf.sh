@@ -106,12 +106,21 @@ for args in "allgather --compress fp16" "allreduce -d int32 --compress fp16" \
     check "chorus-perf $args exits 2 (got $?)" [ $? -eq 2 ]
 done
 
-# --mem: host buffers as by default; device buffers where a CUDA device is, else a clear
+# --mem: host buffers as by default; chorus_mem_alloc buffers for every collective that
+# uses them in place; device buffers where a CUDA device is, else a clear
 # failure; an unknown memory, or --mem on fc_weight_grad, is a usage error.
 perf allreduce -np 2 -b 4 -e 64K -f 16 -n 2 -w 1 --mem host > "$TMP/mem" 2>&1
 check "allreduce --mem host exits 0 (got $?)" [ $? -eq 0 ]
 check "--mem host: no wrong element" \
     grep -qx '# out-of-place/in-place wrong elements total: 0' "$TMP/mem"
+for coll in allreduce reduce_scatter allgather broadcast reduce; do
+    perf $coll -np 2 -b 4 -e 1M -f 16 -n 2 -w 1 --mem chorus > "$TMP/mem" 2>&1
+    check "$coll --mem chorus exits 0 (got $?)" [ $? -eq 0 ]
+    check "--mem chorus: the header names chorus_mem_alloc" \
+        grep -q 'from chorus_mem_alloc' "$TMP/mem"
+    check "$coll --mem chorus: no wrong element" \
+        grep -qx '# out-of-place/in-place wrong elements total: 0' "$TMP/mem"
+done
 perf allreduce -np 2 -b 4 -e 64K -f 16 -n 2 -w 1 --mem cuda > "$TMP/mem" 2>&1
 rc=$?
 if [ $rc -eq 0 ]; then
