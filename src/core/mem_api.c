@@ -1,7 +1,7 @@
 /*
  * chorus_mem_alloc and chorus_mem_free: the argument checks around the
  * shareable allocations of util/shared_mem.c, which the node team's
- * collectives map in each other's processes (transports/shm).
+ * collectives map in each other's processes.
  */
 #include "core/comm.h"
 #include "util/log.h"
