@@ -77,14 +77,24 @@ static void check_reached(shm_node_t *node, uint64_t base, uint64_t step, uint32
         FUZZ_CHECK(rc == 1);
 }
 
+/* Bit 0 of a published fingerprint is a mark (SHM_FP_MEM), counted, not compared. */
 static void check_stage(const shm_node_t *node, int slot, uint64_t fp)
 {
-    int rc = shm_stage_check(node, slot, fp), all_match = 1;
+    int marked, all_match = 1, count = 0;
+    int rc = shm_stage_check(node, slot, fp & ~SHM_FP_MEM, &marked);
 
-    for (int j = 0; j < node->n; j++)
-        all_match &= atomic_load(&node->ctrl[j]->stage_fp[slot]) == fp;
+    for (int j = 0; j < node->n; j++) {
+        uint64_t theirs = atomic_load(&node->ctrl[j]->stage_fp[slot]);
+
+        all_match &= (theirs & ~SHM_FP_MEM) == (fp & ~SHM_FP_MEM);
+        count += (theirs & SHM_FP_MEM) != 0;
+    }
     FUZZ_CHECK(rc == 0 || rc == CHORUS_ERR_INVALID_ARG);
     FUZZ_CHECK((rc == 0) == all_match);
+    /* Every rank's mark is counted when all match; on a mismatch the count stops early. */
+    FUZZ_CHECK(marked >= 0 && marked <= count);
+    if (rc == 0)
+        FUZZ_CHECK(marked == count);
 }
 
 /* Whether the call reads rank j's send buffer, and writes into its receive buffer. */

@@ -71,7 +71,7 @@ fi
 util_srcs="$(cd "$top" && echo src/util/*.c) tests/fuzz/fuzz_stubs.c"
 boot_srcs="src/core/bootstrap_wire.c $util_srcs"
 tcp_srcs="$(cd "$top" && echo transports/tcp/*.c) $util_srcs"
-shm_srcs="transports/shm/shm_sync.c transports/shm/shm_desc.c $util_srcs"
+shm_srcs="transports/shm/shm_sync.c transports/shm/shm_desc.c transports/base/coll_args.c $util_srcs"
 
 srcs_of() {
     case $1 in
