@@ -185,6 +185,50 @@ Test(mem, path_some_ranks)
     run(3, &mixed, path_rank);
 }
 
+/* A broadcast from chorus memory on the root alone runs in place too: the others read it. */
+static int bcast_rank(chorus_comm_t comm, int rank, int size, void *arg)
+{
+    static const size_t counts[] = {1, 1000, 1 << 20};
+    const int root = 1;
+
+    (void)size;
+    (void)arg;
+    for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++) {
+        size_t n = counts[k], bytes = n * sizeof(float), wrong = 0;
+        float *buf = NULL;
+        chorus_request_t req;
+        const char *alg;
+
+        if (rank == root ? chorus_mem_alloc(comm, bytes, (void **)&buf) != CHORUS_OK
+                         : (buf = calloc(n, sizeof(float))) == NULL)
+            return RC_SETUP;
+        for (size_t i = 0; rank == root && i < n; i++)
+            buf[i] = (float)(i % 13 + 1);
+        if (chorus_ibroadcast(buf, buf, n, CHORUS_FLOAT32, root, comm, NULL, &req) !=
+                CHORUS_OK || chorus_request_wait(req) != CHORUS_OK)
+            return RC_STATUS;
+        alg = chorus_request_algorithm(req);
+        chorus_request_free(req);
+        for (size_t i = 0; i < n; i++)
+            wrong += buf[i] != (float)(i % 13 + 1);
+        if (wrong || strcmp(alg, "shm_mem") != 0) {
+            fprintf(stderr, "rank %d: broadcast of %zu floats from chorus memory on the root: "
+                    "%zu wrong, served by %s\n", rank, n, wrong, alg);
+            return wrong ? RC_FAIL : RC_PATH;
+        }
+        if (rank == root)
+            chorus_mem_free(comm, buf);
+        else
+            free(buf);
+    }
+    return RC_OK;
+}
+
+Test(mem, path_broadcast_from_root_only)
+{
+    run(3, NULL, bcast_rank);
+}
+
 /*
  * Memory under a pending call cannot be freed: rank 1 joins late, so rank
  * 0's call is pending when it frees. Then the ordinary refusals.

@@ -77,24 +77,25 @@ static void check_reached(shm_node_t *node, uint64_t base, uint64_t step, uint32
         FUZZ_CHECK(rc == 1);
 }
 
-/* Bit 0 of a published fingerprint is a mark (SHM_FP_MEM), counted, not compared. */
+/* The low bits of a published fingerprint are marks (SHM_FP_MARKS), counted, not compared. */
 static void check_stage(const shm_node_t *node, int slot, uint64_t fp)
 {
-    int marked, all_match = 1, count = 0;
-    int rc = shm_stage_check(node, slot, fp & ~SHM_FP_MEM, &marked);
+    int marked, skipped, all_match = 1, n_mem = 0, n_skip = 0;
+    int rc = shm_stage_check(node, slot, fp & ~SHM_FP_MARKS, &marked, &skipped);
 
     for (int j = 0; j < node->n; j++) {
         uint64_t theirs = atomic_load(&node->ctrl[j]->stage_fp[slot]);
 
-        all_match &= (theirs & ~SHM_FP_MEM) == (fp & ~SHM_FP_MEM);
-        count += (theirs & SHM_FP_MEM) != 0;
+        all_match &= (theirs & ~SHM_FP_MARKS) == (fp & ~SHM_FP_MARKS);
+        n_mem += (theirs & SHM_FP_MEM) != 0;
+        n_skip += (theirs & SHM_FP_SKIP) != 0;
     }
     FUZZ_CHECK(rc == 0 || rc == CHORUS_ERR_INVALID_ARG);
     FUZZ_CHECK((rc == 0) == all_match);
-    /* Every rank's mark is counted when all match; on a mismatch the count stops early. */
-    FUZZ_CHECK(marked >= 0 && marked <= count);
+    /* Every rank's marks are counted when all match; on a mismatch the counts stop early. */
+    FUZZ_CHECK(marked >= 0 && marked <= n_mem && skipped >= 0 && skipped <= n_skip);
     if (rc == 0)
-        FUZZ_CHECK(marked == count);
+        FUZZ_CHECK(marked == n_mem && skipped == n_skip);
 }
 
 /* Whether the call reads rank j's send buffer, and writes into its receive buffer. */

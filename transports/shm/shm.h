@@ -114,7 +114,7 @@ typedef struct {
     size_t per;                 /* staging: elements of each rank's part per round */
     size_t esize;
     size_t bytes;               /* the call's whole vector in bytes */
-    int mem_marked;             /* staging: this rank marked its buffers chorus memory */
+    uint64_t mem_marks;         /* staging: this rank's SHM_FP_* marks (shm_mem.c) */
     int mem_agreed;             /* staging: every rank's mark has been seen */
     int mem_direct;             /* every rank marked: it ran as a single-copy call */
     /* SHM_CUDA (shm_cuda.c): the call's device work, from the call on */

@@ -216,14 +216,13 @@ static int op_copy_in(shm_op_t *op)
         if ((rc = op_wait(op, node->slot_free[node->slot])) <= 0)
             return rc;
         if (op->round == 0) {
-            op->mem_marked = shm_mem_mark(op);
+            op->mem_marks = shm_mem_mark(op);
             atomic_store_explicit(&node->ctrl[node->me]->stage_fp[node->slot],
-                                  op->fp | (op->mem_marked ? SHM_FP_MEM : 0),
-                                  memory_order_relaxed);
+                                  op->fp | op->mem_marks, memory_order_relaxed);
         }
         if (op->args.coll == COLL_ALLTOALL)
             shm_a2a_stage_in(op);
-        else if (!op->mem_marked)
+        else if (!(op->mem_marks & SHM_FP_SKIP))
             shm_stage_in(op);
     }
     shm_post(node, op->tag);
@@ -244,9 +243,9 @@ static int op_take_out(shm_op_t *op)
         return op_finish(op);
     }
     if (op->round == 0 && !op->mem_agreed) {
-        int marked;
+        int marked, skipped;
 
-        if ((rc = shm_stage_check(node, node->slot, op->fp, &marked)) < 0) {
+        if ((rc = shm_stage_check(node, node->slot, op->fp, &marked, &skipped)) < 0) {
             shm_node_fail(node, (chorus_status_t)rc);
             return rc;
         }
@@ -258,11 +257,11 @@ static int op_take_out(shm_op_t *op)
             op->phase = PH_CMA;
             return 2;
         }
-        /* Some are: those ranks copy their part in after all, one step later. */
-        if (marked > 0) {
-            if (op->mem_marked)
+        /* Some are, and skipped their copy in: they copy in after all, one step later. */
+        if (skipped > 0) {
+            if (op->mem_marks & SHM_FP_SKIP)
                 shm_stage_in(op);
-            op->mem_marked = 0;     /* later rounds copy in as usual */
+            op->mem_marks = 0;      /* later rounds copy in as usual */
             shm_post(node, op->tag);
             return 2;
         }

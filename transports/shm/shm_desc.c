@@ -25,22 +25,24 @@ uint64_t shm_fingerprint(const coll_args_t *a, shm_kind_t kind)
     h = fp_mix(h, rooted ? (uint64_t)a->root : UINT64_MAX);
     h = fp_mix(h, (uint64_t)a->size << 1 | (a->counts != NULL));
     if (a->counts == NULL)
-        return fp_mix(h, a->count) & ~SHM_FP_MEM;
+        return fp_mix(h, a->count) & ~SHM_FP_MARKS;
     /* A v-form: every block's length and place; the count is not part of the call. */
     for (int j = 0; j < a->size; j++)
         h = fp_mix(fp_mix(h, a->counts[j]), a->displs[j]);
-    return h & ~SHM_FP_MEM;
+    return h & ~SHM_FP_MARKS;
 }
 
-int shm_stage_check(const shm_node_t *node, int slot, uint64_t fp, int *marked_p)
+int shm_stage_check(const shm_node_t *node, int slot, uint64_t fp, int *marked_p,
+                    int *skipped_p)
 {
-    *marked_p = 0;
+    *marked_p = *skipped_p = 0;
     for (int j = 0; j < node->n; j++) {
         uint64_t theirs = atomic_load_explicit(&node->ctrl[j]->stage_fp[slot],
                                                memory_order_relaxed);
 
         *marked_p += (theirs & SHM_FP_MEM) != 0;
-        theirs &= ~SHM_FP_MEM;
+        *skipped_p += (theirs & SHM_FP_SKIP) != 0;
+        theirs &= ~SHM_FP_MARKS;
         if (theirs != fp) {
             chorus_error("local rank %d called with other arguments (call fingerprint "
                          "%016llx, this rank's %016llx): a different count, type, op, root or "

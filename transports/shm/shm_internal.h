@@ -42,12 +42,15 @@ typedef struct {
 } shm_desc_t;
 
 /*
- * Bit 0 of the whole fingerprint that a staging call's first round writes
- * beside its slot: this rank's buffers that peers would reach in a
- * single-copy call are chorus_mem_alloc memory, so it copied nothing in
- * (shm_mem.c). Fingerprints themselves keep the bit clear.
+ * The low bits of the whole fingerprint that a staging call's first round
+ * writes beside its slot (shm_mem.c): MEM, this rank's buffers that peers
+ * would reach in a single-copy call are chorus_mem_alloc memory (or there
+ * are none); SKIP, it had data to copy in and did not. Fingerprints
+ * themselves keep both bits clear.
  */
 #define SHM_FP_MEM 1ULL
+#define SHM_FP_SKIP 2ULL
+#define SHM_FP_MARKS (SHM_FP_MEM | SHM_FP_SKIP)
 
 /* Where a call's device buffers are, for the CUDA path (shm_cuda.c). */
 typedef struct {
@@ -196,9 +199,10 @@ int shm_a2a_cma(shm_op_t *op);
  * checked against this rank's own call before any address in them is used.
  */
 uint64_t shm_fingerprint(const coll_args_t *a, shm_kind_t kind);
-/* 0 when every rank's fingerprint of the call in slot is fp, else INVALID_ARG; *marked_p:
- * how many ranks set SHM_FP_MEM beside it. */
-int shm_stage_check(const shm_node_t *node, int slot, uint64_t fp, int *marked_p);
+/* 0 when every rank's fingerprint of the call in slot is fp, else INVALID_ARG; *marked_p
+ * and *skipped_p: how many ranks set SHM_FP_MEM and SHM_FP_SKIP beside it. */
+int shm_stage_check(const shm_node_t *node, int slot, uint64_t fp, int *marked_p,
+                    int *skipped_p);
 
 /*
  * The end of every message about ranks whose calls differ: the fingerprints
@@ -230,8 +234,9 @@ int shm_peer_writes_recv(const coll_args_t *a, int j);
  * whether this rank's buffers that peers would reach are such memory
  * (publishing where they are); when every rank marked it, the call runs as
  * a single-copy call that reads and writes those buffers where they are.
+ * Returns the SHM_FP_* marks of this rank.
  */
-int shm_mem_mark(shm_op_t *op);
+uint64_t shm_mem_mark(shm_op_t *op);
 /*
  * Where peer's bytes at its address remote are in this process: *local_p
  * is NULL when they are not in chorus memory that peer published for the

@@ -2,11 +2,12 @@
  * Buffers in chorus_mem_alloc memory (util/shared_mem.h), reached where
  * they are. A staging call's first round tells, beside the fingerprint in
  * the slot's line, whether this rank's buffers that peers would reach are
- * such memory; a rank that says so publishes where they are and copies
- * nothing in. Once every rank's mark is seen, all ranks decide alike: every
- * rank marked, and the call runs as a single-copy call whose moves and
- * reductions read and write the mapped buffers directly (shm_cma.c); some
- * did, and those copy in after all, one step later, and the call stages.
+ * such memory (a rank whose buffers no peer reaches says yes); a rank that
+ * says so publishes where they are and copies nothing in. Once every rank's
+ * marks are seen, all ranks decide alike: every rank marked, and the call
+ * runs as a single-copy call whose moves and reductions read and write the
+ * mapped buffers directly (shm_cma.c); some did, and those that skipped a
+ * copy in make it after all, one step later, and the call stages.
  *
  * Each peer's allocations are mapped here on first use and kept (a few per
  * peer, the least recently used replaced); an allocation at addresses that
@@ -46,21 +47,30 @@ static int markable(const coll_args_t *a)
     }
 }
 
-int shm_mem_mark(shm_op_t *op)
+uint64_t shm_mem_mark(shm_op_t *op)
 {
     shm_node_t *node = op->node;
     const coll_args_t *a = &op->args;
     const shm_desc_t *mine = &node->ctrl[node->me]->desc;
     unsigned need = 0;
 
-    if (!markable(a) || op->round != 0 || chorus__shared_count() == 0)
+    if (!markable(a) || op->round != 0)
         return 0;
-    shm_desc_publish(node, a, op->fp);
     if (shm_peer_reads_send(a, node->me))
         need |= SHM_BUF_SEND;
-    if (shm_peer_writes_recv(a, node->me))
+    /* A single-copy broadcast's ranks read the root's data into their own buffers. */
+    if (shm_peer_writes_recv(a, node->me) && a->coll != COLL_BROADCAST)
         need |= SHM_BUF_RECV;
-    return (need & ~mine->mem) == 0;
+    /*
+     * A rank whose buffers no peer reaches (a broadcast's other ranks) agrees
+     * to a single-copy call whatever its memory, and has nothing to copy in.
+     */
+    if (need != 0 && chorus__shared_count() == 0)
+        return 0;
+    shm_desc_publish(node, a, op->fp);
+    if ((need & ~mine->mem) != 0)
+        return 0;
+    return need != 0 ? SHM_FP_MEM | SHM_FP_SKIP : SHM_FP_MEM;
 }
 
 static void unmap_entry(shm_mapped_t *m)
