@@ -35,27 +35,11 @@ static int cma_error(const shm_node_t *node, int peer, const char *what, size_t 
     return err == EFAULT ? CHORUS_ERR_INVALID_ARG : CHORUS_ERR_SYSTEM;
 }
 
-/*
- * Move bytes between this process at local and peer's remote address: a
- * copy where the peer's buffer is chorus memory mapped here (streaming
- * stores for a write when streaming), else cross-memory attach, whose
- * partial moves resume.
- */
-static int peer_move(shm_node_t *node, int peer, int write, void *local, uint64_t remote,
-                     size_t bytes, int streaming)
+/* Cross-memory attach between this process at local and peer's remote address; partial
+ * moves resume. */
+static int kernel_move(const shm_node_t *node, int peer, int write, void *local,
+                       uint64_t remote, size_t bytes)
 {
-    void *mapped;
-    int rc;
-
-    if ((rc = shm_mem_resolve(node, peer, remote, bytes, &mapped)) < 0)
-        return rc;
-    if (mapped != NULL) {
-        if (write)
-            shm_copy(mapped, local, bytes, streaming);
-        else
-            memcpy(local, mapped, bytes);
-        return 0;
-    }
     while (bytes > 0) {
         struct iovec l = {.iov_base = local, .iov_len = bytes};
         struct iovec r = {.iov_base = (void *)(uintptr_t)remote, .iov_len = bytes};
@@ -73,6 +57,28 @@ static int peer_move(shm_node_t *node, int peer, int write, void *local, uint64_
         remote += (uint64_t)n;
         bytes -= (size_t)n;
     }
+    return 0;
+}
+
+/*
+ * Move bytes between this process at local and peer's remote address: a
+ * copy where the peer's buffer is chorus memory mapped here (streaming
+ * stores for a write when streaming), else cross-memory attach.
+ */
+static int peer_move(shm_node_t *node, int peer, int write, void *local, uint64_t remote,
+                     size_t bytes, int streaming)
+{
+    void *mapped;
+    int rc;
+
+    if ((rc = shm_mem_resolve(node, peer, remote, bytes, &mapped)) < 0)
+        return rc;
+    if (mapped == NULL)
+        return kernel_move(node, peer, write, local, remote, bytes);
+    if (write)
+        shm_copy(mapped, local, bytes, streaming);
+    else
+        memcpy(local, mapped, bytes);
     return 0;
 }
 
@@ -150,7 +156,7 @@ static int cma_reduce_chunk(shm_op_t *op, char *dst, size_t elem0, size_t c, siz
 
             if ((rc = shm_mem_resolve(node, j, remote, k * es, &mapped)) < 0)
                 return rc;
-            if (mapped == NULL && (rc = shm_cma_move(node, j, 0, into, remote, k * es)) < 0)
+            if (mapped == NULL && (rc = kernel_move(node, j, 0, into, remote, k * es)) < 0)
                 return rc;
             src = mapped != NULL ? mapped : into;
         }
