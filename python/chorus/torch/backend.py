@@ -13,7 +13,7 @@ import torch.distributed as dist
 from torch._C._distributed_c10d import Backend, _create_work_from_future
 
 from .. import comm as C
-from ..comm import Comm, Completer
+from ..comm import Comm, Completer, Engine
 from ._tensors import BACKEND, Staged, Unsupported, host, reduce_dtype, reduce_op
 
 _ID_KEY = "chorus/unique_id"
@@ -37,7 +37,10 @@ class ChorusBackend(Backend):
         else:
             uid = store.get(_ID_KEY)
         self.comm = Comm.from_id(rank, size, uid, seconds)
-        self._completer = Completer("chorus-pg-%d" % rank)
+        # The engine (for chorus.torch.hooks) runs its own calls: on a communicator of its own.
+        self._engine_comm = self.comm.dup()
+        self._engine = None
+        self.completer = Completer("chorus-pg-%d" % rank)
 
     # ---- identity ------------------------------------------------------
     def size(self):
@@ -81,7 +84,7 @@ class ChorusBackend(Backend):
             left[0] = 1
             one_done(None)
         for req in requests:
-            self._completer.add(req, one_done)
+            self.completer.add(req, one_done)
         return _create_work_from_future(fut)
 
     def _reduce_args(self, t, opts_op, call):
@@ -287,16 +290,28 @@ class ChorusBackend(Backend):
     def monitored_barrier(self, *args, **kwargs):
         _unsupported("monitored_barrier")
 
+    def engine(self):
+        """The training engine of this group, created on first use (collective: every rank
+        of the group makes the same first call that needs it)."""
+        if self._engine is None:
+            self._engine = Engine(self._engine_comm)
+        return self._engine
+
     # ---- lifetime --------------------------------------------------------
     def shutdown(self):
-        self._completer.close()
-        if self.comm is not None:
-            comm, self.comm = self.comm, None
-            comm.destroy()
+        self.completer.close()
+        if self._engine is not None:
+            engine, self._engine = self._engine, None
+            engine.destroy()
+        for name in ("_engine_comm", "comm"):
+            comm = getattr(self, name)
+            if comm is not None:
+                setattr(self, name, None)
+                comm.destroy()
 
     def abort(self):
         if self.comm is not None:
-            self.comm.abort()
+            self.comm.abort()  # the duplicate shares its context: both fail
 
 
 def create(store, rank, size, timeout):
