@@ -1,0 +1,74 @@
+#!/bin/sh
+# The PyTorch side of chorus (python/chorus): the torch.distributed backend "chorus" under
+# torchrun at 2 and 3 ranks (every collective, dtype and op against references and gloo;
+# DDP against gloo, and DDP with chorus.torch.hooks' wire compression), a rank killed under
+# a group, the Horovod-style API under chorus-run at 2 and 3 ranks, the examples, and the
+# installed package finding the installed library by itself.
+#
+# Runs the Python in CHORUS_TORCH_PYTHON (./quickstart check makes one with torch); skips
+# (77) without it, or when this build's library is built with a sanitizer (it cannot be
+# loaded into a Python that was not started with the sanitizer's runtime).
+. "$(dirname "$0")/../lib/checks.sh"
+checks_begin test_torch
+
+PY=${CHORUS_TORCH_PYTHON:-}
+if [ -z "$PY" ] || ! "$PY" -c "import torch" 2>/dev/null; then
+    echo "SKIP: no Python with torch (CHORUS_TORCH_PYTHON; ./quickstart check sets one up)"
+    exit 77
+fi
+if ldd "$CHORUS_LIB_BUILT" | grep -qE 'lib(a|t|ub)san'; then
+    echo "SKIP: $CHORUS_LIB_BUILT is built with a sanitizer; Python cannot load it"
+    exit 77
+fi
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/../.." && pwd)
+# This build's library and this tree's package, whatever the environment has installed.
+CHORUS_LIB=$CHORUS_LIB_BUILT
+PYTHONPATH=$CHORUS_PYTHON_SRC${PYTHONPATH:+:$PYTHONPATH}
+export CHORUS_LIB PYTHONPATH
+torchrun() {
+    n=$1
+    shift
+    timeout -k 5 300 "$PY" -m torch.distributed.run --standalone --nproc-per-node "$n" "$@" \
+        >"$TMP/out" 2>&1
+    rc=$?
+    [ $rc -eq 0 ] || { grep -v '^W[0-9]' "$TMP/out" | tail -n 30; return $rc; }
+}
+
+for n in 2 3; do
+    check "every collective, dtype and op at $n ranks" torchrun $n "$here/torch_collectives.py"
+    check "DDP against gloo, and the engine's compression hooks, at $n ranks" \
+        torchrun $n "$here/torch_ddp.py"
+    grep -h 'hook:\|fp32:' "$TMP/out"
+done
+timeout -k 5 120 "$PY" "$here/torch_kill.py" 3 >"$TMP/kill" 2>&1
+rc=$?
+cat "$TMP/kill"
+check "a killed rank makes the others' next collective raise (3 ranks)" test $rc -eq 0
+
+check "the DDP example trains under torchrun with --backend chorus" \
+    torchrun 2 "$top/examples/torch/ddp_mnist_like.py" --backend chorus --steps 5
+grep -E '^step' "$TMP/out" >"$TMP/losses.chorus"
+check "the DDP example trains under torchrun with --backend gloo" \
+    torchrun 2 "$top/examples/torch/ddp_mnist_like.py" --backend gloo --steps 5
+grep -E '^step' "$TMP/out" >"$TMP/losses.gloo"
+check "the DDP example prints the same losses with chorus and gloo" \
+    cmp "$TMP/losses.chorus" "$TMP/losses.gloo"
+check "the DDP example printed 5 steps" test "$(wc -l <"$TMP/losses.chorus")" -eq 5
+
+# The installed package on its own: no CHORUS_LIB, no PYTHONPATH; pkg-config finds the
+# library that ./quickstart installed (where this build installs, when it has).
+prefix=$(sed -n 's/^prefix = //p' "$CHORUS_PC_DIR/Makefile")
+if [ -f "$prefix/lib/pkgconfig/chorus.pc" ] && "$PY" -c "import chorus" 2>/dev/null; then
+    found=$(cd "$TMP" && env -u CHORUS_LIB -u PYTHONPATH \
+        PKG_CONFIG_PATH="$prefix/lib/pkgconfig" "$PY" -c \
+        "import chorus; print(chorus.library_path()); print(chorus.version())" 2>&1)
+    echo "$found"
+    check "the installed package loads the installed library through pkg-config" \
+        test "$(echo "$found" | head -n 1)" = "$prefix/lib/libchorus.so.0"
+    (cd "$TMP" && env -u PYTHONPATH CHORUS_LIB=/nonexistent/libchorus.so.0 "$PY" -c \
+        "import chorus; chorus.library()") >"$TMP/bad" 2>&1
+    check "a wrong CHORUS_LIB is an error naming it, not a silent fallback" \
+        grep -q 'LibraryNotFound: .*/nonexistent/libchorus.so.0' "$TMP/bad"
+fi
+checks_end

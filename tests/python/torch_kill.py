@@ -1,0 +1,91 @@
+"""A rank of a "chorus" process group dies (SIGKILL) between collectives: every other rank's
+next collective raises, within the group's timeout, instead of hanging.
+
+Run without torchrun (whose agent would stop the other ranks itself): this script starts
+the ranks, with torch's variables and a free port, and checks what each one reports.
+
+usage: torch_kill.py [NRANKS]
+"""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+TIMEOUT_S = 20      # the group's timeout
+DEADLINE_S = 60     # the whole run, ranks started to ranks done
+
+
+def rank_main():
+    from datetime import timedelta
+    import torch
+    import torch.distributed as dist
+    import chorus.torch  # noqa: F401
+
+    dist.init_process_group("chorus", timeout=timedelta(seconds=TIMEOUT_S))
+    rank, size = dist.get_rank(), dist.get_world_size()
+    t = torch.ones(1000)
+    dist.all_reduce(t)
+    assert float(t[0]) == size
+    dist.barrier()
+    if rank == size - 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    start = time.monotonic()
+    try:
+        for _ in range(1000):
+            dist.all_reduce(t)
+    except Exception as e:  # the survivors must come here
+        print("RAISED after %.1f s: %s" % (time.monotonic() - start, str(e).splitlines()[0]),
+              flush=True)
+        os._exit(0)  # the group is broken: leave without a collective shutdown
+    print("NO ERROR after the peer died", flush=True)
+    os._exit(1)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def driver(n):
+    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
+               WORLD_SIZE=str(n), TORCH_KILL_RANK="1")
+    procs = []
+    for r in range(n):
+        procs.append(subprocess.Popen([sys.executable, __file__],
+                                      env=dict(env, RANK=str(r), LOCAL_RANK=str(r)),
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                      text=True))
+    deadline = time.monotonic() + DEADLINE_S
+    failed = 0
+    for r, p in enumerate(procs):
+        try:
+            out, _ = p.communicate(timeout=max(1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            out, _ = p.communicate()
+            print("FAIL: rank %d still running after %d s (a hang)" % (r, DEADLINE_S))
+            failed += 1
+            continue
+        if r == n - 1:
+            ok = p.returncode == -signal.SIGKILL
+            what = "was killed" if ok else "exited %d, not by SIGKILL" % p.returncode
+        else:
+            ok = p.returncode == 0 and "RAISED" in out
+            what = next((line for line in out.splitlines() if "RAISED" in line),
+                        "exit %d" % p.returncode)
+        print("%s: rank %d %s" % ("ok" if ok else "FAIL", r, what))
+        if not ok:
+            failed += 1
+            print(out[-3000:])
+    return failed
+
+
+if __name__ == "__main__":
+    if os.environ.get("TORCH_KILL_RANK"):
+        rank_main()
+    sys.exit(1 if driver(int(sys.argv[1]) if len(sys.argv) > 1 else 3) else 0)
