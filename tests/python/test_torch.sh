@@ -41,6 +41,23 @@ for n in 2 3; do
         torchrun $n "$here/torch_ddp.py"
     grep -h 'hook:\|fp32:' "$TMP/out"
 done
+# Launchers that set no torch variables: importing chorus.torch sets them.
+timeout -k 5 120 env -u RANK -u WORLD_SIZE -u MASTER_ADDR -u MASTER_PORT "$CHORUS_RUN" -n 3 \
+    "$PY" "$here/torch_collectives.py" groups errors >"$TMP/run" 2>&1
+rc=$?
+check "init_process_group(\"chorus\") under chorus-run -n 3 (exit $rc)" test $rc -eq 0
+[ $rc -eq 0 ] || tail -n 20 "$TMP/run"
+if command -v mpirun.openmpi >/dev/null &&
+    grep -q '^#define HAVE_PMIX 1' "$CHORUS_PC_DIR/config.h" 2>/dev/null; then
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout -k 5 120 env -u RANK \
+        -u WORLD_SIZE -u MASTER_ADDR -u MASTER_PORT -u CHORUS_RANK -u CHORUS_SIZE \
+        -u CHORUS_ADDR mpirun.openmpi --oversubscribe -np 2 -x CHORUS_LIB -x PYTHONPATH \
+        "$PY" "$here/torch_collectives.py" groups errors >"$TMP/mpirun" 2>&1
+    rc=$?
+    check "init_process_group(\"chorus\") under mpirun -np 2 (PMIx; exit $rc)" test $rc -eq 0
+    [ $rc -eq 0 ] || tail -n 20 "$TMP/mpirun"
+fi
+
 timeout -k 5 120 "$PY" "$here/torch_kill.py" 3 >"$TMP/kill" 2>&1
 rc=$?
 cat "$TMP/kill"

@@ -1,0 +1,61 @@
+"""torch's launch variables for jobs that chorus-run, mpirun or srun started.
+
+torch.distributed's default rendezvous (env://) reads RANK, WORLD_SIZE, MASTER_ADDR and
+MASTER_PORT, which torchrun sets and other launchers do not. Where they are missing and
+chorus can form the job from what the launcher gave (CHORUS_*, PMIx, or the MPI and Slurm
+rank variables), the ranks meet once through chorus: rank 0 picks a free port for torch's
+store and broadcasts "host:port", and every rank sets torch's variables from it. Then
+dist.init_process_group("chorus") works with no other change.
+"""
+
+import ctypes
+import os
+import socket
+
+from ..comm import Comm, UINT8
+
+# What launchers other than torchrun set; chorus_comm_create_from_env reads them.
+_LAUNCHER_RANK_VARS = ("CHORUS_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK",
+                       "SLURM_PROCID")
+_ADDR_BYTES = 256
+
+
+def _store_host():
+    if os.environ.get("CHORUS_IFADDR"):
+        return os.environ["CHORUS_IFADDR"]
+    addr = os.environ.get("CHORUS_ADDR", "")
+    if ":" in addr:
+        return addr.rsplit(":", 1)[0].strip("[]")
+    return socket.gethostbyname(socket.gethostname())
+
+
+def _free_port(host):
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def needed():
+    return "RANK" not in os.environ and any(v in os.environ for v in _LAUNCHER_RANK_VARS)
+
+
+def set_torch_env():
+    """Sets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT
+    from a job chorus can form, collectively; a no-op where RANK is already set."""
+    if not needed():
+        return
+    comm = Comm.from_env()
+    try:
+        buf = ctypes.create_string_buffer(_ADDR_BYTES)
+        if comm.rank == 0:
+            host = _store_host()
+            buf.value = ("%s:%d" % (host, _free_port(host))).encode()
+        addr = ctypes.addressof(buf)
+        comm.ibroadcast(addr, addr, _ADDR_BYTES, UINT8, 0, keep=(buf,)).wait()
+        host, port = buf.value.decode().rsplit(":", 1)
+        os.environ.update(RANK=str(comm.rank), WORLD_SIZE=str(comm.size),
+                          LOCAL_RANK=str(comm.local_rank()),
+                          LOCAL_WORLD_SIZE=str(comm.local_size()),
+                          MASTER_ADDR=host.strip("[]"), MASTER_PORT=port)
+    finally:
+        comm.destroy()
