@@ -8,15 +8,19 @@
  *      largest power of two that keeps the sum of every rank's values in
  *      the wire format's range, or no compression when a value is not
  *      finite;
- *   4. the ring allreduce or reduce-scatter with its transfers on the 16-bit
- *      wire: every hop widens what it receives, adds in float32 and narrows
- *      only what it sends on;
+ *   4. the ring allreduce or reduce-scatter, or the hierarchical one where it
+ *      prices lower, with its transfers on the 16-bit wire: every hop widens
+ *      what it receives, adds in float32 and narrows only what it sends on.
+ *      The hierarchical algorithms' node-local stages on a node team are not
+ *      transfers: they add in float32 and copy exactly, so only the bytes
+ *      between nodes are compressed;
  *   5. allreduce: every rank's result rounded through the wire once, so that
  *      the rank that finished a chunk in float32 holds the same bits as the
  *      ranks that received it (a reduce-scatter's block lives on one rank).
  *
- * The ring keeps each chunk's sum on one rank before it is passed around,
- * which is what makes 5 give every rank the same bits.
+ * Both algorithms keep each chunk's sum on one rank before it is passed
+ * around (the hierarchical one: its shard's owner, then copies over the
+ * node), which is what makes 5 give every rank the same bits.
  */
 #include <math.h>
 #include <string.h>
@@ -25,13 +29,13 @@
 #include "reduce/wire.h"
 #include "util/log.h"
 
-/* Tags of the scale's exchange, above every tag of the ring. */
+/* Tags of the scale's exchange, above every tag of either algorithm. */
 #define COMPRESS_TAG_SCALE (1u << 31)
 
 typedef struct {
     coll_args_t args;
     chorus_dtype_t wire;
-    coll_sched_t *ring;
+    coll_sched_t *net;      /* the algorithm whose transfers carry the wire format */
     coll_compress_counts_t *counts;
     double local;
     double global;
@@ -56,13 +60,13 @@ static chorus_status_t compress_decide(void *arg)
         chorus_info("rank %d: a compressed %s of %zu values goes uncompressed: a value is "
                     "not finite", st->args.rank, coll_type_name(st->args.coll),
                     st->args.count);
-        st->ring->wire = CHORUS_DTYPE_COUNT;
+        st->net->wire = CHORUS_DTYPE_COUNT;
         if (st->counts != NULL)
             atomic_fetch_add(&st->counts->fallbacks, 1);
         return CHORUS_OK;
     }
-    st->ring->wire = st->wire;
-    st->ring->wire_scale = scale;
+    st->net->wire = st->wire;
+    st->net->wire_scale = scale;
     if (st->counts != NULL)
         atomic_fetch_add(&st->counts->compressed, 1);
     return CHORUS_OK;
@@ -72,10 +76,26 @@ static chorus_status_t compress_round(void *arg)
 {
     compress_state_t *st = arg;
 
-    if (st->args.coll == COLL_ALLREDUCE && st->ring->wire != CHORUS_DTYPE_COUNT &&
+    if (st->args.coll == COLL_ALLREDUCE && st->net->wire != CHORUS_DTYPE_COUNT &&
         st->args.size > 1)
-        chorus__wire_round(st->wire, st->args.recvbuf, st->args.count, st->ring->wire_scale);
+        chorus__wire_round(st->wire, st->args.recvbuf, st->args.count, st->net->wire_scale);
     return CHORUS_OK;
+}
+
+/*
+ * The algorithm under the wire: the hierarchical one where the ranks span
+ * nodes with several on one and it prices lower, as the uncompressed call's
+ * selection would find (it sends each byte across a node link once, already
+ * reduced over the node), else the ring.
+ */
+static const coll_alg_t *compress_alg(const coll_args_t *args, const coll_env_t *env)
+{
+    int ar = args->coll == COLL_ALLREDUCE;
+    const coll_alg_t *ring = ar ? &coll_ring_allreduce : &coll_ring_reduce_scatter;
+    const coll_alg_t *hier = ar ? &coll_hier_allreduce : &coll_hier_reduce_scatter;
+    size_t bytes = coll_args_bytes(args);
+
+    return coll_alg_price(hier, env, bytes) < coll_alg_price(ring, env, bytes) ? hier : ring;
 }
 
 chorus_status_t coll_compressed_task(const coll_args_t *args, chorus_dtype_t wire,
@@ -84,7 +104,7 @@ chorus_status_t coll_compressed_task(const coll_args_t *args, chorus_dtype_t wir
                                                coll_compress_counts_t *counts,
                                                chorus__task_t **task_p)
 {
-    chorus__task_t *task = NULL, *ring = NULL, *scale = NULL;
+    chorus__task_t *task = NULL, *net = NULL, *scale = NULL;
     compress_state_t *st;
     coll_args_t max_args;
     chorus_status_t status;
@@ -92,21 +112,19 @@ chorus_status_t coll_compressed_task(const coll_args_t *args, chorus_dtype_t wir
     if (args->dtype != CHORUS_FLOAT32 || (wire != CHORUS_FLOAT16 && wire != CHORUS_BFLOAT16) ||
         (args->coll != COLL_ALLREDUCE && args->coll != COLL_REDUCE_SCATTER))
         return CHORUS_ERR_INVALID_ARG;
-    status = coll_alg_task(args->coll == COLL_ALLREDUCE ? &coll_ring_allreduce
-                                                        : &coll_ring_reduce_scatter,
-                           args, env, port, tag_base, pool, &ring);
+    status = coll_alg_task(compress_alg(args, env), args, env, port, tag_base, pool, &net);
     if (status != CHORUS_OK)
         return status;
-    /* The state lives in the ring's scratch: it goes when the composite does. */
-    st = coll_sched_alloc((coll_sched_t *)ring, sizeof(*st));
+    /* The state lives in the algorithm's scratch: it goes when the composite does. */
+    st = coll_sched_alloc((coll_sched_t *)net, sizeof(*st));
     if (st == NULL) {
-        chorus__task_finalize(ring);
+        chorus__task_finalize(net);
         return CHORUS_ERR_NO_MEMORY;
     }
     memset(st, 0, sizeof(*st));
     st->args = *args;
     st->wire = wire;
-    st->ring = (coll_sched_t *)ring;
+    st->net = (coll_sched_t *)net;
     st->counts = counts;
     max_args = (coll_args_t){.coll = COLL_ALLREDUCE, .sendbuf = &st->local,
                              .recvbuf = &st->global, .count = 1, .dtype = CHORUS_FLOAT64,
@@ -118,7 +136,7 @@ chorus_status_t coll_compressed_task(const coll_args_t *args, chorus_dtype_t wir
         status = chorus__composite_create(&task);
     if (status != CHORUS_OK) {
         chorus__task_finalize(scale);
-        chorus__task_finalize(ring);
+        chorus__task_finalize(net);
         return status;
     }
     /* add_task finalizes the sub-task it cannot take; the composite owns those it took. */
@@ -130,9 +148,9 @@ chorus_status_t coll_compressed_task(const coll_args_t *args, chorus_dtype_t wir
     if (status == CHORUS_OK)
         status = chorus__composite_add_fn(task, compress_decide, st);
     if (status != CHORUS_OK)
-        chorus__task_finalize(ring);
+        chorus__task_finalize(net);
     else
-        status = chorus__composite_add_task(task, ring);
+        status = chorus__composite_add_task(task, net);
     if (status == CHORUS_OK)
         status = chorus__composite_add_fn(task, compress_round, st);
     if (status != CHORUS_OK) {

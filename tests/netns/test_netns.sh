@@ -17,8 +17,9 @@
 # they were. Skips (77) where network namespaces cannot be created (not root).
 #
 # usage: test_netns.sh   (run in the build's tests/ folder, or set CHORUS_PERF,
-#                         TEST_COLL, NETNS_PLACE and NETNS_KILL to chorus-perf,
-#                         coll/test_coll, netns/netns_place and netns/netns_kill;
+#                         TEST_COLL, TEST_COMPRESS, NETNS_PLACE and NETNS_KILL to
+#                         chorus-perf, coll/test_coll, coll/test_compress,
+#                         netns/netns_place and netns/netns_kill;
 #                         CHORUS_NETNS_LONG=1 adds coll/million_elements across
 #                         3 nodes)
 set -u
@@ -27,6 +28,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 TB="$HERE/testbed.sh"
 PERF=${CHORUS_PERF:-./perf/chorus-perf}
 TEST_COLL=${TEST_COLL:-./coll/test_coll}
+TEST_COMPRESS=${TEST_COMPRESS:-./coll/test_compress}
 NETNS_PLACE=${NETNS_PLACE:-./netns/netns_place}
 NETNS_KILL=${NETNS_KILL:-./netns/netns_kill}
 
@@ -315,6 +317,31 @@ if [ -x "$TEST_COLL" ]; then
 else
     echo "test_netns: no $TEST_COLL (built with Criterion): the matrix is not run"
 fi
+
+# Wire compression across 2 nodes of 2 ranks, where it runs on the hierarchical algorithms
+# (their node stages on the teams, in float32): within the bound, the same bits on every
+# rank, as on one node.
+if [ -x "$TEST_COMPRESS" ]; then
+    timeout -k 10 400 "$TB" --nodes 2 --ranks-per-node 2 --timeout 360 --harness -- \
+        "$TEST_COMPRESS" > "$TMP/out" 2>&1
+    rc=$?
+    check "test_compress across 2 nodes of 2 ranks exits 0 (got $rc)" [ "$rc" -eq 0 ]
+    check "test_compress across 2 nodes: every test passed" \
+        grep -qE 'Synthesis: Tested: [1-9][0-9]* \| Passing: [1-9][0-9]* \| Failing: 0 \| Crashing: 0' \
+        "$TMP/out"
+    [ "$rc" -eq 0 ] || tail -n 30 "$TMP/out"
+    clean "test_compress across 2 nodes"
+fi
+for c in allreduce reduce_scatter; do
+    "$TB" --nodes 2 --ranks-per-node 2 --timeout 120 -- "$PERF" "$c" -b 1M -e 16M -n 1 -w 1 \
+        -c 1 --compress fp16 > "$TMP/out" 2>&1
+    rc=$?
+    check "$c compressed to fp16 on 2x2 exits 0 (got $rc)" [ "$rc" -eq 0 ]
+    check "$c compressed to fp16 on 2x2: every element within the bound" grep -qx \
+        '\[rank 0 node 0\] # out-of-place/in-place wrong elements total: 0' "$TMP/out"
+    [ "$rc" -eq 0 ] || tail -n 20 "$TMP/out"
+    clean "$c compressed on 2x2"
+done
 
 # A rank SIGKILLed in a hierarchical allreduce of 64 MB (2 warm-up calls
 # first, each exact and with its node-local stages off loopback), at several
