@@ -1,9 +1,9 @@
 """torch's launch variables for jobs that chorus-run, mpirun or srun started.
 
 torch.distributed's default rendezvous (env://) reads RANK, WORLD_SIZE, MASTER_ADDR and
-MASTER_PORT, which torchrun sets and other launchers do not. Where they are missing and
-chorus can form the job from what the launcher gave (CHORUS_*, PMIx, or the MPI and Slurm
-rank variables), the ranks meet once through chorus: rank 0 picks a free port for torch's
+MASTER_PORT, which torchrun sets and other launchers do not. Where they are missing in a
+job of several ranks that chorus can form from what the launcher gave (CHORUS_*, PMIx, or
+the MPI and Slurm rank variables), the ranks meet once through chorus: rank 0 picks a free port for torch's
 store and broadcasts "host:port", and every rank sets torch's variables from it. Then
 dist.init_process_group("chorus") works with no other change.
 """
@@ -14,10 +14,23 @@ import socket
 
 from ..comm import Comm, UINT8
 
-# What launchers other than torchrun set; chorus_comm_create_from_env reads them.
-_LAUNCHER_RANK_VARS = ("CHORUS_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK",
-                       "SLURM_PROCID")
+# The job's size as launchers other than torchrun give it (chorus_comm_create_from_env reads
+# their rank variables). Slurm's count only inside a step that srun started: a batch script
+# has SLURM_NTASKS too, and a single process there must not wait for ranks that never come.
+_LAUNCHER_SIZE_VARS = ("CHORUS_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
+_SLURM_BATCH_STEP = "4294967294"
 _ADDR_BYTES = 256
+
+
+def _launcher_size():
+    for var in _LAUNCHER_SIZE_VARS:
+        if os.environ.get(var, "").isdigit():
+            return int(os.environ[var])
+    step = os.environ.get("SLURM_STEP_ID", "")
+    if step.isdigit() and step != _SLURM_BATCH_STEP and os.environ.get("SLURM_NTASKS",
+                                                                         "").isdigit():
+        return int(os.environ["SLURM_NTASKS"])
+    return 0
 
 
 def _store_host():
@@ -36,7 +49,8 @@ def _free_port(host):
 
 
 def needed():
-    return "RANK" not in os.environ and any(v in os.environ for v in _LAUNCHER_RANK_VARS)
+    """Whether torch's variables are missing in a job of several ranks chorus can form."""
+    return "RANK" not in os.environ and _launcher_size() > 1
 
 
 def set_torch_env():
