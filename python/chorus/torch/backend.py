@@ -19,6 +19,17 @@ from ._tensors import BACKEND, Staged, Unsupported, host, reduce_dtype, reduce_o
 _ID_KEY = "chorus/unique_id"
 
 
+def comm_through_store(store, key, rank, size, timeout_s):
+    """A communicator of size ranks that meet through a torch store: rank 0 creates a
+    chorus unique id and sets key to it, the others wait for it there."""
+    if rank == 0:
+        uid = Comm.unique_id()
+        store.set(key, uid)
+    else:
+        uid = store.get(key)
+    return Comm.from_id(rank, size, uid, timeout_s)
+
+
 def _unsupported(call):
     raise Unsupported("%s is not supported by the '%s' backend; use a gloo group for it "
                       "(dist.new_group(backend='gloo'))" % (call, BACKEND))
@@ -31,12 +42,7 @@ class ChorusBackend(Backend):
         super().__init__(rank, size)
         self._rank, self._size = rank, size
         seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else float(timeout)
-        if rank == 0:
-            uid = Comm.unique_id()
-            store.set(_ID_KEY, uid)
-        else:
-            uid = store.get(_ID_KEY)
-        self.comm = Comm.from_id(rank, size, uid, seconds)
+        self.comm = comm_through_store(store, _ID_KEY, rank, size, seconds)
         # The engine (for chorus.torch.hooks) runs its own calls: on a communicator of its own.
         self._engine_comm = self.comm.dup()
         self._engine = None

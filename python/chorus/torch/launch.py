@@ -8,6 +8,7 @@ store and broadcasts "host:port", and every rank sets torch's variables from it.
 dist.init_process_group("chorus") works with no other change.
 """
 
+import contextlib
 import ctypes
 import os
 import socket
@@ -48,6 +49,21 @@ def _free_port(host):
         return s.getsockname()[1]
 
 
+# The variables set_torch_env() set, with the values it gave them.
+_applied = {}
+
+
+@contextlib.contextmanager
+def without_torch_env():
+    """While it lasts, the variables set_torch_env() set are absent, so that chorus reads
+    the launcher's own (chorus_comm_create_from_env prefers torch's to PMIx's)."""
+    saved = {k: os.environ.pop(k) for k, v in _applied.items() if os.environ.get(k) == v}
+    try:
+        yield
+    finally:
+        os.environ.update(saved)
+
+
 def needed():
     """Whether torch's variables are missing in a job of several ranks chorus can form."""
     return "RANK" not in os.environ and _launcher_size() > 1
@@ -67,9 +83,10 @@ def set_torch_env():
         addr = ctypes.addressof(buf)
         comm.ibroadcast(addr, addr, _ADDR_BYTES, UINT8, 0, keep=(buf,)).wait()
         host, port = buf.value.decode().rsplit(":", 1)
-        os.environ.update(RANK=str(comm.rank), WORLD_SIZE=str(comm.size),
-                          LOCAL_RANK=str(comm.local_rank()),
-                          LOCAL_WORLD_SIZE=str(comm.local_size()),
-                          MASTER_ADDR=host.strip("[]"), MASTER_PORT=port)
+        _applied.update(RANK=str(comm.rank), WORLD_SIZE=str(comm.size),
+                        LOCAL_RANK=str(comm.local_rank()),
+                        LOCAL_WORLD_SIZE=str(comm.local_size()),
+                        MASTER_ADDR=host.strip("[]"), MASTER_PORT=port)
+        os.environ.update(_applied)
     finally:
         comm.destroy()
