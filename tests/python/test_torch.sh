@@ -2,8 +2,8 @@
 # The PyTorch side of chorus (python/chorus): the torch.distributed backend "chorus" under
 # torchrun at 2 and 3 ranks (every collective, dtype and op against references and gloo;
 # DDP against gloo, and DDP with chorus.torch.hooks' wire compression), a rank killed under
-# a group, the Horovod-style API under chorus-run at 2 and 3 ranks, the examples, and the
-# installed package finding the installed library by itself.
+# a group, the Horovod-style API under chorus-run at 2 and 3 ranks and torchrun, the
+# examples, and the installed package finding the installed library by itself.
 #
 # Runs the Python in CHORUS_TORCH_PYTHON (./quickstart check makes one with torch); skips
 # (77) without it, or when this build's library is built with a sanitizer (it cannot be
@@ -57,6 +57,22 @@ if command -v mpirun.openmpi >/dev/null &&
     check "init_process_group(\"chorus\") under mpirun -np 2 (PMIx; exit $rc)" test $rc -eq 0
     [ $rc -eq 0 ] || tail -n 20 "$TMP/mpirun"
 fi
+
+# The Horovod-style API (import chorus.torch as hvd), under chorus-run and torchrun.
+for n in 2 3; do
+    timeout -k 5 300 "$CHORUS_RUN" -n $n "$PY" "$here/torch_horovod.py" >"$TMP/hvd" 2>&1
+    rc=$?
+    check "the Horovod-style API under chorus-run -n $n (exit $rc)" test $rc -eq 0
+    tail -n 1 "$TMP/hvd"
+    [ $rc -eq 0 ] || tail -n 30 "$TMP/hvd"
+done
+check "the Horovod-style API under torchrun at 2 ranks" torchrun 2 "$here/torch_horovod.py"
+timeout -k 5 120 "$CHORUS_RUN" -n 2 "$PY" "$top/examples/torch/horovod_style.py" --steps 5 \
+    >"$TMP/hvd_example" 2>&1
+rc=$?
+check "the Horovod-style example trains under chorus-run -n 2 (exit $rc)" test $rc -eq 0
+check "the Horovod-style example ends with the same weights on every rank" \
+    grep -q 'weights identical on every rank: True' "$TMP/hvd_example"
 
 timeout -k 5 120 "$PY" "$here/torch_kill.py" 3 >"$TMP/kill" 2>&1
 rc=$?
