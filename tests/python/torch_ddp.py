@@ -4,6 +4,7 @@ SGD on a small network. Run under torchrun.
 - fp32: the parameters equal gloo's bit for bit (at 2 ranks a sum of two is the same in
   any order; at more ranks chorus adds in another order than gloo's ring, and 20 steps
   of momentum carry the last bits' differences, so there they agree within 1e-4 relative), and they are the same bits on every rank.
+- torch's own fp16_compress_hook on the chorus group: the same bits on every rank.
 - chorus.torch.hooks.fp16_compress_hook and bf16_compress_hook: the same bits on every rank,
   every step's loss within 0.1% (fp16) and 1% (bf16) of the fp32 run's, and parameters
   that differ from the uncompressed run's (the compression is in use).
@@ -15,6 +16,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 import torch.nn as nn
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import chorus.torch  # noqa: F401
@@ -92,6 +94,12 @@ def main():
         rel = max(abs(a - b) / abs(b) for a, b in zip(l_chorus, l_gloo))
         print("fp32: worst relative loss difference from gloo's %.3g; loss %.4f -> %.4f"
               % (rel, l_chorus[0], l_chorus[-1]), flush=True)
+    # torch's own hook (it casts buckets to float16 and allreduces them on the group)
+    p, losses = train(None, default_hooks.fp16_compress_hook)
+    check(same_on_every_rank(p), "torch's fp16_compress_hook: the same bits on every rank")
+    worst = max(abs(a - b) / abs(b) for a, b in zip(losses, l_chorus))
+    check(worst <= 1e-2, "torch's fp16_compress_hook: every loss within 1e-2 of fp32's "
+          "(worst %.3g)" % worst)
     for name, hook, tol in (("fp16", hooks.fp16_compress_hook, 1e-3),
                             ("bf16", hooks.bf16_compress_hook, 1e-2),
                             ("uncompressed engine", hooks.allreduce_hook, 1e-5)):
