@@ -102,16 +102,24 @@ class ChorusBackend(Backend):
     def allreduce(self, tensors, opts=None):
         return self.allreduce_coalesced(tensors, opts)
 
-    def allreduce_coalesced(self, tensors, opts=None):
-        call = "all_reduce"
+    def _reductions(self, tensors, opts, call, post, writes=True):
+        """One chorus reduction per tensor, in place: post(buffer, count, dtype, op) posts
+        it. The tensors are the result; writes=False where this rank's are left as they
+        were (a reduce's ranks other than the root)."""
         op_in = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
         staged, reqs = [], []
         for t in tensors:
             dtype, count, op = self._reduce_args(t, op_in, call)
             s = Staged(t, call)
             staged.append(s)
-            reqs.append(self.comm.iallreduce(s.ptr, s.ptr, count, dtype, op, keep=(s,)))
-        return self._work(reqs, list(tensors), lambda: [s.back() for s in staged])
+            reqs.append(post(s, count, dtype, op))
+        return self._work(reqs, list(tensors),
+                          lambda: [s.back() for s in staged] if writes else None)
+
+    def allreduce_coalesced(self, tensors, opts=None):
+        return self._reductions(tensors, opts, "all_reduce", lambda s, count, dtype, op:
+                                self.comm.iallreduce(s.ptr, s.ptr, count, dtype, op,
+                                                     keep=(s,)))
 
     def broadcast(self, tensors, opts=None):
         call = "broadcast"
@@ -122,17 +130,10 @@ class ChorusBackend(Backend):
         return self._work(reqs, list(tensors), lambda: [s.back() for s in staged])
 
     def reduce(self, tensors, opts=None):
-        call = "reduce"
         root = opts.rootRank if opts is not None else 0
-        op_in = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
-        staged, reqs = [], []
-        for t in tensors:
-            dtype, count, op = self._reduce_args(t, op_in, call)
-            s = Staged(t, call)
-            staged.append(s)
-            reqs.append(self.comm.ireduce(s.ptr, s.ptr, count, dtype, op, root, keep=(s,)))
-        return self._work(reqs, list(tensors),
-                          lambda: [s.back() for s in staged] if self._rank == root else None)
+        return self._reductions(tensors, opts, "reduce", lambda s, count, dtype, op:
+                                self.comm.ireduce(s.ptr, s.ptr, count, dtype, op, root,
+                                                  keep=(s,)), writes=self._rank == root)
 
     def _gather_into(self, out, inp, call):
         """An allgather of inp into the contiguous out (size * inp's bytes)."""

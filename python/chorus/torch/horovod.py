@@ -914,6 +914,19 @@ def allgather(tensor, name=None, process_set=None):
 
 # ---- collectives of the communicator -----------------------------------------------------
 
+def _blocks_of_rows(t, splits, block):
+    """t's rows as len(splits) blocks of block rows each, block r holding the next splits[r]
+    rows of t and zeros after them: t itself when every split is block."""
+    if all(n == block for n in splits):
+        return t.contiguous()
+    out = torch.zeros((len(splits) * block,) + tuple(t.shape[1:]), dtype=t.dtype)
+    start = 0
+    for r, n in enumerate(splits):
+        out[r * block:r * block + n] = t[start:start + n]
+        start += n
+    return out
+
+
 def alltoall(tensor, splits=None, name=None, process_set=None):
     """Scatters tensor's dim 0 to the ranks and gathers what they send to this one.
 
@@ -961,15 +974,7 @@ def alltoall(tensor, splits=None, name=None, process_set=None):
     if block == 0 or row_bytes == 0:
         out = torch.empty((sum(recv_splits),) + trailing, dtype=t.dtype)
     else:
-        even = all(s == block for s in send_splits)
-        if even:
-            send = t.contiguous()
-        else:
-            send = torch.zeros((nranks * block,) + trailing, dtype=t.dtype)
-            start = 0
-            for r, s in enumerate(send_splits):
-                send[r * block:r * block + s] = t[start:start + s]
-                start += s
+        send = _blocks_of_rows(t, send_splits, block)
         recv = torch.empty((nranks * block,) + trailing, dtype=t.dtype)
         comm.ialltoall(send.data_ptr(), recv.data_ptr(), block * row_bytes, C.UINT8,
                        keep=(send, recv)).wait()
@@ -1027,14 +1032,7 @@ def reducescatter(tensor, name=None, compression=Compression.none, op=Average,
     if block * math.prod(trailing) == 0:
         out = torch.empty((counts[comm.rank],) + trailing, dtype=src.dtype)
     else:
-        if rows % nranks == 0:
-            send = src.contiguous()
-        else:
-            send = torch.zeros((nranks * block,) + trailing, dtype=src.dtype)
-            start = 0
-            for r, c in enumerate(counts):
-                send[r * block:r * block + c] = src[start:start + c]
-                start += c
+        send = _blocks_of_rows(src, counts, block)
         recv = torch.empty((block,) + trailing, dtype=src.dtype)
         dtype, count = reduce_dtype(recv, op, "%s.%s" % (_MODULE, call))
         comm.ireduce_scatter(send.data_ptr(), recv.data_ptr(), count, dtype, op, flags=flag,
