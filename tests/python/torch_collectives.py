@@ -16,6 +16,7 @@ import torch.distributed as dist
 
 import chorus.torch  # noqa: F401  (registers the backend)
 from chorus.torch import Unsupported
+from references import reduce_exact
 
 DTYPES = [torch.int8, torch.uint8, torch.int32, torch.int64, torch.float16, torch.bfloat16,
           torch.float32, torch.float64]
@@ -48,19 +49,7 @@ def data(rank, count, dtype, op):
 
 
 def reference(op, inputs, dtype):
-    wide = torch.stack([t.to(torch.float64) for t in inputs])
-    if op == "sum":
-        r = wide.sum(0)
-    elif op == "product":
-        r = wide.prod(0)
-    elif op == "min":
-        r = wide.min(0).values
-    elif op == "max":
-        r = wide.max(0).values
-    else:  # avg: chorus divides integers as integers (toward zero), floats exactly
-        s = wide.sum(0)
-        r = torch.trunc(s / len(inputs)) if not dtype.is_floating_point else s / len(inputs)
-    return r.to(dtype)
+    return reduce_exact(op, inputs, dtype)
 
 
 def same(a, b):

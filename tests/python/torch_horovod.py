@@ -25,6 +25,7 @@ import torch  # noqa: E402
 import chorus.torch as hvd  # noqa: E402
 from chorus import ChorusError  # noqa: E402
 from chorus.torch import Unsupported  # noqa: E402
+from references import reduce_exact  # noqa: E402
 
 hvd.init()
 RANK, SIZE = hvd.rank(), hvd.size()
@@ -72,19 +73,8 @@ def data(rank, shape, dtype, opname, salt=0):
 
 
 def reference(opname, inputs, dtype):
-    wide = torch.stack([t.to(torch.float64) for t in inputs])
-    if opname == "Sum":
-        r = wide.sum(0)
-    elif opname == "Product":
-        r = wide.prod(0)
-    elif opname == "Min":
-        r = wide.min(0).values
-    elif opname == "Max":
-        r = wide.max(0).values
-    else:  # Average: integers divide toward zero, as chorus does
-        s = wide.sum(0)
-        r = s / len(inputs) if dtype.is_floating_point else torch.trunc(s / len(inputs))
-    return r.to(dtype)
+    """opname is Horovod's ("Sum", "Average", ...)."""
+    return reduce_exact({"Average": "avg"}.get(opname, opname.lower()), inputs, dtype)
 
 
 # ---- the job -----------------------------------------------------------------------------
