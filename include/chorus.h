@@ -363,9 +363,10 @@ chorus_status_t chorus_engine_create(chorus_comm_t comm, const chorus_engine_opt
                                      chorus_engine_t *engine_p);
 /*
  * Each returns at once; *req_p completes (chorus_request_wait) once the
- * result is in recvbuf. A name stands for one tensor: every rank submits
- * it with the same count, dtype, op (root); each submission of a name is
- * paired with the same-numbered submission of it on every other rank.
+ * result is in recvbuf. Each submission of a name is paired with the
+ * same-numbered submission of it on every other rank, and every rank
+ * submits that round with the same count, dtype, op (root); a later round
+ * may differ when it differs alike on every rank.
  */
 chorus_status_t chorus_engine_allreduce(chorus_engine_t engine, const char *name,
                                         const void *sendbuf, void *recvbuf, size_t count,

@@ -80,6 +80,8 @@ struct engine_name {
     int64_t id;                 /* agreed by every rank; -1: known only here so far */
     engine_desc_t desc;         /* as described by the first rank that did */
     int described_by;           /* that rank; -1: none yet, or a conflict undid it */
+    int round_done;             /* the round so described went into a bucket on every rank:
+                                   the next round may be described anew */
     uint64_t conflict_merge;    /* the merge in which it last conflicted (0: never) */
     engine_sub_t *pending;      /* this rank's submission not yet in a bucket */
     uint32_t owed_failures;     /* submissions to come here that already failed elsewhere */

@@ -261,6 +261,7 @@ static chorus_status_t cycle_take_ready(chorus_engine_t engine, const cycle_t *c
         ready[n++] = e->pending;
         engine->ready_bytes -= engine_desc_bytes(&e->pending->desc, engine->size);
         e->pending = NULL;
+        e->round_done = 1;      /* every rank takes it in this cycle */
     }
     *ready_p = ready;
     *n_p = n;

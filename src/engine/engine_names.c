@@ -271,6 +271,28 @@ static void name_conflict(chorus_engine_t engine, engine_name_t *e, int rank,
     }
 }
 
+/*
+ * A round of e described by rank r as d, unlike the last round, which every
+ * rank has finished: the new description holds from this round on, on
+ * every rank alike. This rank's submission of the round, if it was made
+ * under the old description (and so not announced), is announced now: a
+ * round that two ranks describe differently conflicts in the next merge.
+ */
+static void name_redescribe(chorus_engine_t engine, engine_name_t *e, int r,
+                            const engine_desc_t *d)
+{
+    engine_sub_t *sub = e->pending;
+
+    e->desc = *d;
+    e->described_by = r;
+    e->round_done = 0;
+    if (sub != NULL && !sub->announce && !engine_desc_equal(&sub->desc, d)) {
+        sub->announce = 1;
+        engine->nannounce++;
+        engine->ready_bytes -= engine_desc_bytes(&sub->desc, engine->size);
+    }
+}
+
 chorus_status_t engine_names_merge(chorus_engine_t engine, const uint8_t *all, size_t stride,
                                    const uint64_t *lens)
 {
@@ -299,12 +321,15 @@ chorus_status_t engine_names_merge(chorus_engine_t engine, const uint8_t *all, s
             if (e->conflict_merge == engine->names.merges)
                 continue;       /* this round of it failed already */
             if (e->id >= 0 && e->described_by >= 0) {
-                if (!engine_desc_equal(&e->desc, &d))
+                if (!engine_desc_equal(&e->desc, &d) && !e->round_done)
                     name_conflict(engine, e, r, &d);
+                else if (!engine_desc_equal(&e->desc, &d))
+                    name_redescribe(engine, e, r, &d);
                 continue;
             }
             e->desc = d;
             e->described_by = r;
+            e->round_done = 0;
             if (e->id >= 0)
                 continue;
             status = engine_names_agree(&engine->names, e);

@@ -5,7 +5,9 @@
  * not, broadcasts and allgathers among them, buckets of many tensors and
  * tensors larger than a bucket, names first seen in a later round, all
  * exact against expect.h; the same bits on every rank; an engine on a split
- * communicator; a name described differently on two ranks; the stall
+ * communicator; a name described differently on two ranks, and a name
+ * described anew by every rank alike between rounds (and by one rank only,
+ * in either order of submission, which fails at once on every rank); the stall
  * report; negotiation messages per cycle; bad arguments; a rank killed
  * while the others wait in a cycle.
  */
@@ -421,6 +423,89 @@ static int mismatch_rank(chorus_comm_t comm, int rank, int size, void *arg)
 Test(engine, description_mismatch, .timeout = 120)
 {
     run_ranks(3, mismatch_rank, NULL, 100, "a name described differently");
+}
+
+/*
+ * One round of 'w': count x float32 (or float64 with wide) on this rank, the
+ * values of rank r being r; late: this rank submits 100 ms after the others,
+ * so that theirs are in the engine before its own (under the old or the new
+ * description). RC_OK with the sum, or want_fail and CHORUS_ERR_INVALID_ARG.
+ */
+static int redescribe_round(chorus_engine_t engine, int rank, int size, size_t count,
+                            int wide, int late, int want_fail)
+{
+    double v[24];
+    chorus_request_t req;
+    chorus_status_t status;
+
+    for (size_t i = 0; i < count; i++)
+        if (wide)
+            v[i] = (double)rank;
+        else
+            ((float *)v)[i] = (float)rank;
+    if (late)
+        usleep(100000);
+    if (chorus_engine_allreduce(engine, "w", v, v, count,
+                                wide ? CHORUS_FLOAT64 : CHORUS_FLOAT32, CHORUS_SUM, NULL,
+                                &req) != CHORUS_OK)
+        return RC_SUBMIT;
+    status = chorus_request_free(req);
+    if (want_fail)
+        return status == CHORUS_ERR_INVALID_ARG ? RC_OK : RC_STATUS;
+    if (status != CHORUS_OK)
+        return RC_STATUS;
+    for (size_t i = 0; i < count; i++)
+        if ((wide ? v[i] : (double)((float *)v)[i]) != (double)(size * (size - 1) / 2))
+            return RC_RESULT;
+    return RC_OK;
+}
+
+/*
+ * 'w' described anew by every rank alike between rounds (16, then 12 float32,
+ * then 24 float64) works; then rank 1 alone changes it (8), once submitting
+ * after the others, once before them: the round fails at once on every rank
+ * (no rank waits for the timeout), and the next round, alike again, works.
+ */
+static int redescribe_rank(chorus_engine_t engine, int rank, int size)
+{
+    int rc = RC_OK, odd = rank == 1;
+    double t0;
+
+    rc = redescribe_round(engine, rank, size, 16, 0, 0, 0);
+    if (rc == RC_OK)
+        rc = redescribe_round(engine, rank, size, 12, 0, rank == 0, 0);
+    if (rc == RC_OK)
+        rc = redescribe_round(engine, rank, size, 24, 1, rank == 2, 0);
+    t0 = harness_now();
+    if (rc == RC_OK)
+        rc = redescribe_round(engine, rank, size, odd ? 8 : 24, 1, odd, 1);
+    if (rc == RC_OK)
+        rc = redescribe_round(engine, rank, size, 24, 1, 0, 0);
+    if (rc == RC_OK)
+        rc = redescribe_round(engine, rank, size, odd ? 8 : 24, 1, !odd, 1);
+    if (rc == RC_OK)
+        rc = redescribe_round(engine, rank, size, 24, 1, 0, 0);
+    if (rc == RC_OK && harness_now() - t0 > 10.0)
+        rc = RC_AFTER;      /* a failed round waited for a timeout */
+    return rc;
+}
+
+static int redescribe_ranks(chorus_comm_t comm, int rank, int size, void *arg)
+{
+    chorus_engine_t engine;
+    int rc = engine_with(comm, 0, &engine);
+
+    (void)arg;
+    if (rc == RC_OK)
+        rc = redescribe_rank(engine, rank, size);
+    if (chorus_engine_destroy(engine) != CHORUS_OK && rc == RC_OK)
+        rc = RC_STATUS;
+    return rc;
+}
+
+Test(engine, description_changes_between_rounds, .timeout = 120)
+{
+    run_ranks(3, redescribe_ranks, NULL, 100, "a name described anew between rounds");
 }
 
 /* Rank 2 submits 'late' 2.5 s after the others: every rank reports it waiting for rank 2. */
