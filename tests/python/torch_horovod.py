@@ -343,15 +343,19 @@ def test_mismatch():
     check(same(out, torch.full((5,), float(SIZE))), "a new name after a mismatch")
     out = hvd.allreduce(torch.ones(6), name="mismatch.count", op=hvd.Sum)
     check(same(out, torch.full((6,), float(SIZE))), "the failed name, submitted alike")
-    # A name reused with other sizes, then a round that differs, then earlier sizes again.
-    for n in (4, 6, 7 + RANK % 2, 6, 4, 5):
+    # A name reused with other sizes, then a round that differs, then earlier sizes again;
+    # then a round where rank 0 keeps a size it used before and the odd ranks change it.
+    for k, n in enumerate((4, 6, 7 + RANK % 2, 6, 4, 4 + RANK % 2, 5)):
+        differs = k in (2, 5)
+        start = time.monotonic()
         h = hvd.allreduce_async(torch.ones(n), name="mismatch.reused", op=hvd.Sum)
         e = raises(lambda: hvd.synchronize(h), ChorusError)
-        if n in (7, 8):
-            check(e is not None, "a round of a reused name that differs raises")
+        took = time.monotonic() - start
+        if differs:
+            check(e is not None and took < 10, "round %d of a reused name that differs "
+                  "raises at once (%r after %.1f s)" % (k, e, took))
         else:
-            check(e is None, "a reused name with %d elements after a failed round (%r)"
-                  % (n, e))
+            check(e is None, "a reused name with %d elements (round %d, %r)" % (n, k, e))
     # Same-named allgathers back to back, of different sizes.
     hs = [hvd.allgather_async(torch.full((RANK + k, 2), float(k)), name="ag.again")
           for k in range(3)]

@@ -29,11 +29,11 @@ Two kinds of calls, as in Horovod:
   with the engine's calls).
 
 A tensor that two ranks submit under one name with a different size, dtype or op fails on
-every rank: `synchronize()` (or the synchronous call, or `DistributedOptimizer.step()`)
-raises chorus.ChorusError (INVALID_ARG) everywhere, and the engine goes on serving later
-submissions. A rank that submits a name with a new size (as every rank does when a
-program reuses a name for a tensor of another shape) gets a distinct engine name for it
-here, so that is not a conflict.
+every rank at once: `synchronize()` (or the synchronous call, or
+`DistributedOptimizer.step()`) raises chorus.ChorusError (INVALID_ARG) everywhere, and the
+engine goes on serving later submissions. A program may reuse a name for a tensor of
+another size when every rank does (the engine takes the new description for that round).
+Two shapes with the same element count are not told apart.
 
 Not offered: process sets other than the global one, Adasum, autograd through the
 collectives (they act on the tensors' data), sparse allreduce (DistributedOptimizer's
@@ -162,7 +162,6 @@ class _State:
         self.handles = {}           # int -> _Op
         self.next_handle = 1
         self.counters = {}          # call kind -> unnamed calls so far
-        self.variants = {}          # base name -> its engine names (_engine_name)
         self.in_flight = {}         # base name -> its latest Request
         self.gathers = {}           # allgather base name -> its latest _Op
         self.failed = False         # an uncaught exception is ending the process
@@ -253,7 +252,6 @@ def shutdown():
         with _state.lock:
             _state.handles.clear()
             _state.counters.clear()
-            _state.variants.clear()
             _state.in_flight.clear()
             _state.gathers.clear()
         if owns and comm is not None:
@@ -353,38 +351,13 @@ def _base_name(kind, name):
     return "%s.%s" % (kind, name), False
 
 
-def _engine_name(base, desc):
-    """The engine name of base submitted with description desc (under the lock).
+def _submit(base, fresh, post):
+    """post(engine name) -> Request for base, once this rank's earlier submission of base
+    is done. Returns the submission, (request, base or None).
 
-    The engine fixes a name's description at its first use, so a name that a program
-    reuses for a tensor of another size gets a variant "<base>~<n>", n numbering the
-    descriptions in the order this rank first used them (alike on every rank of a
-    consistent program). After a round of base failed for a description that differed
-    between ranks, every rank starts a new generation of variants: the next round goes
-    under a name the engine has not seen, whatever its description."""
-    entry = _state.variants.setdefault(base, {"generation": 0, "names": {}})
-    key = (entry["generation"], desc)
-    n = entry["names"].setdefault(key, len(entry["names"]))
-    return _fit(base if n == 0 else "%s~%d" % (base, n))
-
-
-def _note_failure(req, base, error):
-    """Once per failed request: a conflict on base starts its next generation of variants
-    (every rank sees the same rounds of a name fail, so all do it alike)."""
-    if base is None or error.status != _INVALID_ARG or getattr(req, "_chorus_noted", False):
-        return
-    req._chorus_noted = True
-    with _state.lock:
-        entry = _state.variants.get(base)
-        if entry is not None:
-            entry["generation"] += 1
-
-
-def _submit(base, desc, fresh, post):
-    """post(engine name) -> Request for base described by desc, once this rank's earlier
-    submission of base is done. Returns the submission, (request, base or None).
-
-    fresh: base is an unnamed call's name, used once: no table, no waiting."""
+    fresh: base is an unnamed call's name, used once: no table, no waiting. The engine
+    takes a name again with another size, dtype or op when every rank changes it alike,
+    and fails the round on every rank when they differ."""
     if fresh:
         return post(_fit(base)), None
     with _state.lock:
@@ -392,11 +365,9 @@ def _submit(base, desc, fresh, post):
     if earlier is not None:
         try:
             earlier.wait()
-        except ChorusError as e:
-            _note_failure(earlier, base, e)  # its own synchronize reports it
-    with _state.lock:
-        ename = _engine_name(base, desc)
-    req = post(ename)
+        except ChorusError:
+            pass  # its own synchronize reports it
+    req = post(_fit(base))
     with _state.lock:
         _state.in_flight[base] = req
     return req, base
@@ -441,7 +412,6 @@ class _Op:
                     elif not req.test():
                         return False
                 except ChorusError as e:
-                    _note_failure(req, base, e)
                     if self._error is None:
                         self._error = e
             self._requests = []
@@ -638,7 +608,7 @@ def _allreduce_parts(tensor, base, fresh, op, prescale, postscale, compression, 
     def post(en):
         return st.engine.allreduce(en, send.data_ptr(), recv.data_ptr(), count, dtype, op,
                                    flags=flag, keep=(send, recv, staged))
-    sub = _submit(base, ("allreduce", count, dtype, op, flag), fresh, post)
+    sub = _submit(base, fresh, post)
 
     def finish():
         out = recv
@@ -786,7 +756,7 @@ def _broadcast_op(tensor, root_rank, base, fresh, inplace, call):
     def post(en):
         return st.engine.broadcast(en, buf.data_ptr(), buf.data_ptr(), count, dtype,
                                    root_rank, keep=(buf, staged))
-    sub = _submit(base, ("broadcast", count, dtype, root_rank), fresh, post)
+    sub = _submit(base, fresh, post)
 
     def finish():
         if not inplace:
@@ -849,7 +819,7 @@ def _allgather_op(tensor, base, fresh, call, with_counts=False):
     def post_meta(en):
         return st.engine.allgather(en, meta.data_ptr(), metas.data_ptr(), meta.numel(),
                                    C.INT64, keep=(meta, metas))
-    meta_sub = _submit(base + ".meta", ("allgather", meta.numel()), fresh, post_meta)
+    meta_sub = _submit(base + ".meta", fresh, post_meta)
 
     def after_meta():
         rows = metas.view(nranks, -1)
@@ -878,7 +848,7 @@ def _allgather_op(tensor, base, fresh, call, with_counts=False):
         def post_data(en):
             return st.engine.allgather(en, send.data_ptr(), recv.data_ptr(), nbytes, C.UINT8,
                                        keep=(send, recv))
-        data_sub = _submit(base + ".data", ("allgather", nbytes), fresh, post_data)
+        data_sub = _submit(base + ".data", fresh, post_data)
 
         def after_data():
             if all(c == most for c in counts):
