@@ -178,6 +178,35 @@ class Comm:
     def ibarrier(self):
         return _post("barrier", _lib.library().chorus_ibarrier, self.handle, _lib.make_opts())
 
+    # A dtype no call takes: chorus refuses it.
+    _REFUSED_DTYPE = 255
+
+    def refuse(self, kind, times=1):
+        """This rank's part of times calls of kind ("allreduce", "allgather", "broadcast",
+        "reduce_scatter", "reduce" or "alltoall") that the caller refuses for its own
+        reasons: each is posted with an argument chorus refuses, so it keeps its place in
+        the communicator's sequence and fails on every rank at once (the others log this
+        rank's refusal), and the communicator goes on. Returns once the others have made
+        their calls."""
+        lib, d = _lib.library(), self._REFUSED_DTYPE
+        post = {
+            "allreduce": lambda r: lib.chorus_iallreduce(None, None, 0, d, SUM, self.handle,
+                                                         None, r),
+            "allgather": lambda r: lib.chorus_iallgather(None, None, 0, d, self.handle, None, r),
+            "broadcast": lambda r: lib.chorus_ibroadcast(None, None, 0, d, 0, self.handle, None,
+                                                         r),
+            "reduce_scatter": lambda r: lib.chorus_ireduce_scatter(None, None, 0, d, SUM,
+                                                                   self.handle, None, r),
+            "reduce": lambda r: lib.chorus_ireduce(None, None, 0, d, SUM, 0, self.handle, None,
+                                                   r),
+            "alltoall": lambda r: lib.chorus_ialltoall(None, None, 0, d, self.handle, None, r),
+        }[kind]
+        for _ in range(times):
+            req = ctypes.c_void_p()
+            status = post(ctypes.byref(req))
+            if status == 0:  # not refused after all: let it finish
+                Request(req.value, kind).wait()
+
 
 class Engine:
     """The training engine (chorus_engine_t) of a communicator: named tensors, in any order."""

@@ -4,11 +4,12 @@ same call, against gloo's result in a gloo group of the same ranks. Run under to
 
 Values are small integers, so sums and products are exact in every dtype and any order.
 Also: new_group with two groups at once, in-place and non-contiguous tensors, odd counts,
-and the clear errors for what the backend does not offer.
+the clear errors for what the backend does not offer, and calls refused on one rank only
+(every rank raises at once and the group goes on).
 """
 
-import os
 import sys
+import time
 from datetime import timedelta
 
 import torch
@@ -217,7 +218,44 @@ def test_errors():
         inp = torch.zeros(sum(splits))
         expect_raise("uneven all_to_all_single", lambda: dist.all_to_all_single(
             torch.zeros(sum(splits)), inp, splits, splits), "uneven", "chorus")
-    # After the refusals (all local, on every rank) the group still works.
+    # A call refused on one rank only: that rank raises its reason, the others raise at
+    # once (not after the group's timeout), and the group goes on.
+    if SIZE > 1:
+        odd = SIZE - 1
+        cases = [
+            ("all_reduce with BAND on one rank",
+             lambda: dist.all_reduce(torch.ones(4), op=dist.ReduceOp.BAND if RANK == odd
+                                     else dist.ReduceOp.SUM)),
+            ("all_reduce of int16 on one rank",
+             lambda: dist.all_reduce(torch.ones(4, dtype=torch.int16 if RANK == odd
+                                                else torch.float32))),
+            ("all_gather_into_tensor with a short output on one rank",
+             lambda: dist.all_gather_into_tensor(
+                 torch.empty(SIZE * 3 - (RANK == odd)), torch.ones(3))),
+            ("reduce_scatter_tensor with a wrong input on one rank",
+             lambda: dist.reduce_scatter_tensor(torch.empty(2),
+                                                torch.ones(2 * SIZE + (RANK == odd)))),
+            ("uneven all_to_all_single on one rank",
+             lambda: dist.all_to_all_single(
+                 torch.zeros(SIZE + 1 if RANK == odd else SIZE), torch.zeros(
+                     SIZE + 1 if RANK == odd else SIZE),
+                 [2] + [1] * (SIZE - 1) if RANK == odd else None,
+                 [2] + [1] * (SIZE - 1) if RANK == odd else None)),
+        ]
+        for what, call in cases:
+            start = time.monotonic()
+            try:
+                call()
+                raised = None
+            except (Unsupported, RuntimeError, ValueError) as e:
+                raised = e
+            took = time.monotonic() - start
+            check(raised is not None and took < 10, "%s: rank %d raises at once (%.1f s: %s)"
+                  % (what, RANK, took, str(raised).splitlines()[0] if raised else "none"))
+            t = torch.ones(2)
+            dist.all_reduce(t)
+            check(same(t, torch.full((2,), float(SIZE))), "all_reduce after %s" % what)
+    # After the refusals the group still works.
     t = torch.ones(2)
     dist.all_reduce(t)
     check(same(t, torch.full((2,), float(SIZE))), "all_reduce after the refused calls")

@@ -1,5 +1,6 @@
-"""A rank of a "chorus" process group dies (SIGKILL) between collectives: every other rank's
-next collective raises, within the group's timeout, instead of hanging.
+"""A rank of a "chorus" process group dies (SIGKILL) while the others wait for a collective
+it never joins: every other rank's wait() raises, within the group's timeout, instead of
+hanging or returning as if the call had succeeded.
 
 Run without torchrun (whose agent would stop the other ranks itself): this script starts
 the ranks, with torch's variables and a free port, and checks what each one reports.
@@ -31,16 +32,17 @@ def rank_main():
     assert float(t[0]) == size
     dist.barrier()
     if rank == size - 1:
+        time.sleep(0.5)  # the others have posted their call by now: it fails in its wait
         os.kill(os.getpid(), signal.SIGKILL)
     start = time.monotonic()
+    work = dist.all_reduce(t, async_op=True)
     try:
-        for _ in range(1000):
-            dist.all_reduce(t)
+        work.wait()
     except Exception as e:  # the survivors must come here
-        print("RAISED after %.1f s: %s" % (time.monotonic() - start, str(e).splitlines()[0]),
-              flush=True)
+        print("RAISED from wait after %.1f s: %s"
+              % (time.monotonic() - start, str(e).splitlines()[0]), flush=True)
         os._exit(0)  # the group is broken: leave without a collective shutdown
-    print("NO ERROR after the peer died", flush=True)
+    print("NO ERROR from wait after the peer died", flush=True)
     os._exit(1)
 
 

@@ -6,11 +6,12 @@ with the backward pass. The ranks meet through torch's own store: rank 0 of each
 creates a chorus unique id and puts it there; no other address or port is configured.
 """
 
+import functools
 from datetime import timedelta
 
 import torch
 import torch.distributed as dist
-from torch._C._distributed_c10d import Backend, _create_work_from_future
+from torch._C._distributed_c10d import Backend, Work
 
 from .. import comm as C
 from ..comm import Comm, Completer, Engine
@@ -33,6 +34,46 @@ def comm_through_store(store, key, rank, size, timeout_s):
 def _unsupported(call):
     raise Unsupported("%s is not supported by the '%s' backend; use a gloo group for it "
                       "(dist.new_group(backend='gloo'))" % (call, BACKEND))
+
+
+class ChorusWork(Work):
+    """The Work of one collective: wait() raises the call's error (a dead peer, a timeout,
+    a call refused elsewhere) and get_future() gives the future DDP's hooks chain on.
+    (torch's work-from-future wrapper returns from wait() even when its future failed.)"""
+
+    def __init__(self, fut):
+        super().__init__()
+        self._fut = fut
+
+    def wait(self, timeout=None):
+        self._fut.wait()  # raises what the future failed with
+        return True
+
+    def get_future(self):
+        return self._fut
+
+    def is_completed(self):
+        return self._fut.done()
+
+    def synchronize(self):
+        self.wait()
+
+
+def refused(kind, calls=lambda *args: 1):
+    """A collective method whose own refusal (Unsupported or ValueError, raised before it
+    posts anything) is also this rank's refusal of the calls(*args) chorus calls of kind
+    the other ranks make: they fail at once (chorus logs this rank's refusal) and the
+    communicator stays in step. Then the error is raised here."""
+    def wrap(method):
+        @functools.wraps(method)
+        def run(self, *args, **kwargs):
+            try:
+                return method(self, *args, **kwargs)
+            except (Unsupported, ValueError):
+                self.comm.refuse(kind, calls(*args))
+                raise
+        return run
+    return wrap
 
 
 class ChorusBackend(Backend):
@@ -91,7 +132,7 @@ class ChorusBackend(Backend):
             one_done(None)
         for req in requests:
             self.completer.add(req, one_done)
-        return _create_work_from_future(fut)
+        return ChorusWork(fut)
 
     def _reduce_args(self, t, opts_op, call):
         op = reduce_op(opts_op, call)
@@ -99,61 +140,78 @@ class ChorusBackend(Backend):
         return dtype, count, op
 
     # ---- collectives -----------------------------------------------------
-    def allreduce(self, tensors, opts=None):
-        return self.allreduce_coalesced(tensors, opts)
+    # Every method checks all its arguments before it posts anything: a call this rank
+    # refuses (Unsupported, ValueError) is then refused through chorus too (refused()),
+    # so the other ranks' calls fail at once instead of waiting for it.
 
-    def _reductions(self, tensors, opts, call, post, writes=True):
-        """One chorus reduction per tensor, in place: post(buffer, count, dtype, op) posts
-        it. The tensors are the result; writes=False where this rank's are left as they
-        were (a reduce's ranks other than the root)."""
+    def _reduction_plan(self, tensors, opts, call):
+        """[(Staged, count, dtype, op)] of in-place reductions of tensors, checked."""
         op_in = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
-        staged, reqs = [], []
+        plan = []
         for t in tensors:
             dtype, count, op = self._reduce_args(t, op_in, call)
-            s = Staged(t, call)
-            staged.append(s)
-            reqs.append(post(s, count, dtype, op))
+            plan.append((t, count, dtype, op))
+        return [(Staged(t, call), count, dtype, op) for t, count, dtype, op in plan]
+
+    def _reductions(self, plan, tensors, post, writes=True):
+        """Posts post(staged, count, dtype, op) for each of plan; the tensors are the
+        result. writes=False where this rank's are left as they were (a reduce's ranks
+        other than the root)."""
+        reqs = [post(s, count, dtype, op) for s, count, dtype, op in plan]
         return self._work(reqs, list(tensors),
-                          lambda: [s.back() for s in staged] if writes else None)
+                          lambda: [s.back() for s, _, _, _ in plan] if writes else None)
 
-    def allreduce_coalesced(self, tensors, opts=None):
-        return self._reductions(tensors, opts, "all_reduce", lambda s, count, dtype, op:
-                                self.comm.iallreduce(s.ptr, s.ptr, count, dtype, op,
-                                                     keep=(s,)))
+    @refused("allreduce", lambda tensors, *a: len(tensors))
+    def allreduce(self, tensors, opts=None):
+        plan = self._reduction_plan(tensors, opts, "all_reduce")
+        return self._reductions(plan, tensors, lambda s, count, dtype, op: self.comm.iallreduce(
+            s.ptr, s.ptr, count, dtype, op, keep=(s,)))
 
+    allreduce_coalesced = allreduce
+
+    @refused("broadcast", lambda tensors, *a: len(tensors))
     def broadcast(self, tensors, opts=None):
-        call = "broadcast"
         root = opts.rootRank if opts is not None else 0
-        staged = [Staged(t, call) for t in tensors]
+        staged = [Staged(t, "broadcast") for t in tensors]
         reqs = [self.comm.ibroadcast(s.ptr, s.ptr, s.nbytes, C.UINT8, root, keep=(s,))
                 for s in staged]
         return self._work(reqs, list(tensors), lambda: [s.back() for s in staged])
 
+    @refused("reduce", lambda tensors, *a: len(tensors))
     def reduce(self, tensors, opts=None):
         root = opts.rootRank if opts is not None else 0
-        return self._reductions(tensors, opts, "reduce", lambda s, count, dtype, op:
-                                self.comm.ireduce(s.ptr, s.ptr, count, dtype, op, root,
-                                                  keep=(s,)), writes=self._rank == root)
+        plan = self._reduction_plan(tensors, opts, "reduce")
+        return self._reductions(plan, tensors, lambda s, count, dtype, op: self.comm.ireduce(
+            s.ptr, s.ptr, count, dtype, op, root, keep=(s,)), writes=self._rank == root)
 
-    def _gather_into(self, out, inp, call):
-        """An allgather of inp into the contiguous out (size * inp's bytes)."""
+    def _gather_plan(self, out, inp, call):
+        """(src, dst) Staged of an allgather of inp into the contiguous out, checked."""
         if out.numel() != inp.numel() * self._size or out.dtype != inp.dtype:
             raise ValueError("%s: the output has %d elements of %s; %d ranks x %d elements of "
                              "%s expected" % (call, out.numel(), out.dtype, self._size,
                                               inp.numel(), inp.dtype))
-        src, dst = Staged(inp, call), Staged(out, call, copy_in=False)
-        req = self.comm.iallgather(src.ptr, dst.ptr, src.nbytes, C.UINT8, keep=(src, dst))
-        return req, dst
+        return Staged(inp, call), Staged(out, call, copy_in=False)
+
+    def _gathers(self, plan, result, finish):
+        reqs = [self.comm.iallgather(src.ptr, dst.ptr, src.nbytes, C.UINT8, keep=(src, dst))
+                for src, dst in plan]
+        return self._work(reqs, result, finish)
+
+    @refused("allgather", lambda outputs, *a: len(outputs))
+    def all_gather_single_coalesced(self, outputs, inputs, opts=None):
+        plan = [self._gather_plan(o, i, "all_gather_into_tensor")
+                for o, i in zip(outputs, inputs)]
+        return self._gathers(plan, list(outputs), lambda: [d.back() for _, d in plan])
 
     def all_gather_single(self, output, input, opts=None):
-        req, dst = self._gather_into(output, input, "all_gather_into_tensor")
-        return self._work([req], [output], dst.back)
+        return self.all_gather_single_coalesced([output], [input], opts)
 
     _allgather_base = all_gather_single
 
+    @refused("allgather", lambda output_lists, *a: len(output_lists))
     def allgather(self, output_lists, inputs, opts=None):
         call = "all_gather"
-        reqs, finishers = [], []
+        flats = []
         for outs, inp in zip(output_lists, inputs):
             if len(outs) != self._size:
                 raise ValueError("%s: %d output tensors for %d ranks"
@@ -163,72 +221,60 @@ class ChorusBackend(Backend):
                 if o.numel() != inp.numel() or o.dtype != inp.dtype:
                     raise ValueError("%s: every output tensor must match the input's %d "
                                      "elements of %s" % (call, inp.numel(), inp.dtype))
-            flat = torch.empty((self._size,) + tuple(inp.shape), dtype=inp.dtype)
-            req, dst = self._gather_into(flat, inp, call)
-            reqs.append(req)
-            finishers.append((outs, flat))
+            flats.append(torch.empty((self._size,) + tuple(inp.shape), dtype=inp.dtype))
+        plan = [self._gather_plan(f, i, call) for f, i in zip(flats, inputs)]
 
         def finish():
-            for outs, flat in finishers:
+            for outs, flat in zip(output_lists, flats):
                 for o, part in zip(outs, flat):
                     o.copy_(part)
-        return self._work(reqs, output_lists, finish)
+        return self._gathers(plan, output_lists, finish)
 
-    def allgather_coalesced(self, output_lists, inputs, opts=None):
-        return self.allgather(output_lists, inputs, opts)
+    allgather_coalesced = allgather
 
-    def all_gather_single_coalesced(self, outputs, inputs, opts=None):
-        reqs, dsts = [], []
-        for o, i in zip(outputs, inputs):
-            req, dst = self._gather_into(o, i, "all_gather_into_tensor")
-            reqs.append(req)
-            dsts.append(dst)
-        return self._work(reqs, list(outputs), lambda: [d.back() for d in dsts])
-
-    def _scatter_reduce(self, out, inp, op_in, call):
-        """A reduce-scatter of the contiguous inp (size * out's elements) into out."""
+    def _scatter_plan(self, out, inp, op_in, call):
+        """(src, dst, count, dtype, op) of a reduce-scatter of the contiguous inp (size *
+        out's elements) into out, checked."""
         if inp.numel() != out.numel() * self._size or out.dtype != inp.dtype:
             raise ValueError("%s: the input has %d elements of %s; %d ranks x %d elements of "
                              "%s expected" % (call, inp.numel(), inp.dtype, self._size,
                                               out.numel(), out.dtype))
         op = reduce_op(op_in, call)
         dtype, count = reduce_dtype(out, op, call)
-        src, dst = Staged(inp, call), Staged(out, call, copy_in=False)
-        req = self.comm.ireduce_scatter(src.ptr, dst.ptr, count, dtype, op, keep=(src, dst))
-        return req, dst
+        return Staged(inp, call), Staged(out, call, copy_in=False), count, dtype, op
+
+    def _scatters(self, plan, outputs):
+        reqs = [self.comm.ireduce_scatter(src.ptr, dst.ptr, count, dtype, op, keep=(src, dst))
+                for src, dst, count, dtype, op in plan]
+        return self._work(reqs, list(outputs), lambda: [p[1].back() for p in plan])
+
+    @refused("reduce_scatter", lambda outputs, *a: len(outputs))
+    def reduce_scatter_single_coalesced(self, outputs, inputs, opts=None):
+        op_in = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
+        plan = [self._scatter_plan(o, i, op_in, "reduce_scatter_tensor")
+                for o, i in zip(outputs, inputs)]
+        return self._scatters(plan, outputs)
 
     def reduce_scatter_single(self, output, input, opts=None):
-        op_in = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
-        req, dst = self._scatter_reduce(output, input, op_in, "reduce_scatter_tensor")
-        return self._work([req], [output], dst.back)
+        return self.reduce_scatter_single_coalesced([output], [input], opts)
 
     _reduce_scatter_base = reduce_scatter_single
 
+    @refused("reduce_scatter", lambda outputs, *a: len(outputs))
     def reduce_scatter(self, outputs, input_lists, opts=None):
         call = "reduce_scatter"
         op_in = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
-        reqs, dsts = [], []
-        for out, ins in zip(outputs, input_lists):
+        for ins in input_lists:
             if len(ins) != self._size:
                 raise ValueError("%s: %d input tensors for %d ranks" % (call, len(ins),
                                                                         self._size))
             for i in ins:
                 host(i, call)
-            flat = torch.cat([i.reshape(-1) for i in ins])
-            req, dst = self._scatter_reduce(out, flat, op_in, call)
-            reqs.append(req)
-            dsts.append(dst)
-        return self._work(reqs, list(outputs), lambda: [d.back() for d in dsts])
+        plan = [self._scatter_plan(out, torch.cat([i.reshape(-1) for i in ins]), op_in, call)
+                for out, ins in zip(outputs, input_lists)]
+        return self._scatters(plan, outputs)
 
-    def reduce_scatter_single_coalesced(self, outputs, inputs, opts=None):
-        op_in = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
-        reqs, dsts = [], []
-        for o, i in zip(outputs, inputs):
-            req, dst = self._scatter_reduce(o, i, op_in, "reduce_scatter_tensor")
-            reqs.append(req)
-            dsts.append(dst)
-        return self._work(reqs, list(outputs), lambda: [d.back() for d in dsts])
-
+    @refused("alltoall")
     def all_to_all_single(self, output, input, output_splits, input_splits, opts=None):
         call = "all_to_all_single"
         n = self._size
@@ -249,6 +295,7 @@ class ChorusBackend(Backend):
 
     alltoall_base = all_to_all_single
 
+    @refused("alltoall")
     def alltoall(self, outputs, inputs, opts=None):
         call = "all_to_all"
         n = self._size
