@@ -17,7 +17,7 @@ import torch.distributed as dist
 
 import chorus.torch  # noqa: F401  (registers the backend)
 from chorus.torch import Unsupported
-from references import reduce_exact
+from references import Checks, reduce_exact
 
 DTYPES = [torch.int8, torch.uint8, torch.int32, torch.int64, torch.float16, torch.bfloat16,
           torch.float32, torch.float64]
@@ -25,16 +25,8 @@ OPS = {"sum": dist.ReduceOp.SUM, "product": dist.ReduceOp.PRODUCT, "min": dist.R
        "max": dist.ReduceOp.MAX, "avg": dist.ReduceOp.AVG}
 COUNTS = [1, 7, 1000, 65537]
 
-failures = []
-checks = 0
-
-
-def check(ok, what):
-    global checks
-    checks += 1
-    if not ok:
-        failures.append(what)
-        print("rank %d: FAIL %s" % (RANK, what), file=sys.stderr, flush=True)
+check = Checks()
+failures = check.failures
 
 
 def data(rank, count, dtype, op):
@@ -264,6 +256,7 @@ def test_errors():
 if __name__ == "__main__":
     dist.init_process_group("chorus", timeout=timedelta(seconds=60))
     RANK, SIZE = dist.get_rank(), dist.get_world_size()
+    check.rank = RANK
     gloo_group = dist.new_group(backend="gloo")
     which = sys.argv[1:] or ["all_reduce", "movement", "parts", "groups", "errors"]
     tests = {"all_reduce": lambda: test_all_reduce(gloo_group),
@@ -274,5 +267,5 @@ if __name__ == "__main__":
         tests[name]()
         dist.barrier()
     dist.destroy_process_group()
-    print("rank %d: %d checks, %d failed" % (RANK, checks, len(failures)), flush=True)
+    print("rank %d: %d checks, %d failed" % (RANK, check.count, len(failures)), flush=True)
     sys.exit(1 if failures else 0)

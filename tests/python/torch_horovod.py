@@ -25,21 +25,14 @@ import torch  # noqa: E402
 import chorus.torch as hvd  # noqa: E402
 from chorus import ChorusError  # noqa: E402
 from chorus.torch import Unsupported  # noqa: E402
-from references import reduce_exact  # noqa: E402
+from references import Checks, reduce_exact  # noqa: E402
 
 hvd.init()
 RANK, SIZE = hvd.rank(), hvd.size()
 
-failures = []
-checks = 0
-
-
-def check(ok, what):
-    global checks
-    checks += 1
-    if not ok:
-        failures.append(what)
-        print("rank %d: FAIL %s" % (RANK, what), file=sys.stderr, flush=True)
+check = Checks()
+check.rank = RANK
+failures = check.failures
 
 
 def same(a, b):
@@ -521,7 +514,7 @@ def main():
     faulthandler.cancel_dump_traceback_later()
     if any(counts):
         if failures:
-            print("rank %d: %d of %d checks failed:\n  %s" % (RANK, len(failures), checks,
+            print("rank %d: %d of %d checks failed:\n  %s" % (RANK, len(failures), check.count,
                                                              "\n  ".join(failures)),
                   file=sys.stderr)
         else:
@@ -530,7 +523,7 @@ def main():
         return 1
     if RANK == 0:
         print("torch_horovod: %d checks passed on each of %d ranks in %.1fs"
-              % (checks, SIZE, time.time() - start))
+              % (check.count, SIZE, time.time() - start))
     return 0
 
 

@@ -576,24 +576,32 @@ def _dtype_tag(dtype):
     return zlib.crc32(str(dtype).encode()) & 0x7FFFFFFF
 
 
-def _allreduce_parts(tensor, base, fresh, op, prescale, postscale, compression, inplace,
-                     call):
-    """Submits one allreduce under base (fresh: an unnamed call's name, used once); returns
-    (submission, finish)."""
-    st = _require()
-    t = _data(tensor, call)
+def _source(t, compression, prescale, postscale, call):
+    """(src, flag, compressor, ctx) of a reduction of t: src is t through a Python-side
+    compressor (a user's Compressor; ctx what its decompress needs), times prescale; flag
+    the engine's wire compression (Compression.fp16 and .bf16)."""
     flag, py_compressor = _wire_compression(compression)
     ctx = None
     src = t
     if py_compressor is not None:
         src, ctx = py_compressor.compress(t)
         src = _data(src, call)
-    scaled = prescale != 1.0 or postscale != 1.0
-    if scaled and not (src.is_floating_point() or src.is_complex()):
+    if (prescale != 1.0 or postscale != 1.0) and not (src.is_floating_point() or
+                                                      src.is_complex()):
         raise ValueError("%s.%s: prescale_factor and postscale_factor need a floating point "
                          "tensor, not %s" % (_MODULE, call, src.dtype))
     if prescale != 1.0:
         src = src * prescale
+    return src, flag, py_compressor, ctx
+
+
+def _allreduce_parts(tensor, base, fresh, op, prescale, postscale, compression, inplace,
+                     call):
+    """Submits one allreduce under base (fresh: an unnamed call's name, used once); returns
+    (submission, finish)."""
+    st = _require()
+    t = _data(tensor, call)
+    src, flag, py_compressor, ctx = _source(t, compression, prescale, postscale, call)
     dtype, count = reduce_dtype(src, op, "%s.%s" % (_MODULE, call))
     if src.dtype != torch.float32 or op not in (Sum, Average):
         flag = 0
@@ -973,17 +981,8 @@ def reducescatter(tensor, name=None, compression=Compression.none, op=Average,
     t = _data(tensor, call)
     if t.dim() == 0:
         raise ValueError("%s.%s: the tensor needs at least one dimension" % (_MODULE, call))
-    flag, py_compressor = _wire_compression(compression)
-    ctx = None
-    src = t
-    if py_compressor is not None:
-        src, ctx = py_compressor.compress(t)
-        src = _data(src, call)
-    if (prescale_factor != 1.0 or postscale_factor != 1.0) and not src.is_floating_point():
-        raise ValueError("%s.%s: prescale_factor and postscale_factor need a floating point "
-                         "tensor" % (_MODULE, call))
-    if prescale_factor != 1.0:
-        src = src * prescale_factor
+    src, flag, py_compressor, ctx = _source(t, compression, prescale_factor,
+                                            postscale_factor, call)
     if src.dtype != torch.float32 or op not in (Sum, Average):
         flag = 0
     # Every rank checks that all have the same shape, dtype and op before reducing.
