@@ -112,6 +112,36 @@ static chorus_status_t env_int(const char *text, const char *name, int *value_p)
     return CHORUS_OK;
 }
 
+/*
+ * The port of chorus's rendezvous store from MASTER_PORT: that port, or the
+ * next one under torchrun's agent (TORCHELASTIC_RUN_ID set), whose own store
+ * holds MASTER_PORT for the job's life. Every rank sees the same variables,
+ * so all agree.
+ */
+static chorus_status_t torchrun_port(const char *text, unsigned *port_p)
+{
+    int port;
+
+    if (env_int(text, "MASTER_PORT", &port) != CHORUS_OK)
+        return CHORUS_ERR_INVALID_ARG;
+    if (port < 1 || port > 65535) {
+        chorus_error("invalid value '%s' for MASTER_PORT: expected a port, 1 to 65535", text);
+        return CHORUS_ERR_INVALID_ARG;
+    }
+    if (getenv("TORCHELASTIC_RUN_ID") != NULL) {
+        if (port == 65535) {
+            chorus_error("MASTER_PORT is 65535 under torchrun, whose agent holds it: no next "
+                         "port for chorus's rendezvous; set CHORUS_ADDR");
+            return CHORUS_ERR_INVALID_ARG;
+        }
+        chorus_debug("under torchrun's agent, which holds MASTER_PORT %d: chorus's "
+                     "rendezvous is at port %d", port, port + 1);
+        port++;
+    }
+    *port_p = (unsigned)port;
+    return CHORUS_OK;
+}
+
 /* Rank and size from the first launcher whose rank variable is set; *i_p: which. */
 static chorus_status_t launch_rank_size(const chorus__launch_config_t *launch, int *rank_p,
                                         int *size_p, size_t *i_p)
@@ -145,6 +175,7 @@ chorus_status_t chorus_comm_create_from_env(chorus_comm_t *comm_p)
     chorus__launch_config_t launch;
     char addr[CHORUS_CONFIG_STR_MAX + 16];
     size_t from = 0;
+    unsigned store_port;
     int rank, size;
 
     chorus__log_init();
@@ -184,7 +215,10 @@ chorus_status_t chorus_comm_create_from_env(chorus_comm_t *comm_p)
                                 "where rank 0 can listen)" : "");
             return CHORUS_ERR_INVALID_ARG;
         }
-        snprintf(addr, sizeof(addr), strchr(host, ':') ? "[%s]:%s" : "%s:%s", host, port);
+        if (torchrun_port(port, &store_port) != CHORUS_OK)
+            return CHORUS_ERR_INVALID_ARG;
+        snprintf(addr, sizeof(addr), strchr(host, ':') ? "[%s]:%u" : "%s:%u", host,
+                 store_port);
     }
     return create_with_secret(rank, size, addr, launch.secret.s, 0, comm_p);
 }

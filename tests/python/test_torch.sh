@@ -3,7 +3,8 @@
 # torchrun at 2 and 3 ranks (every collective, dtype and op against references and gloo;
 # DDP against gloo, and DDP with chorus.torch.hooks' wire compression), a rank killed under
 # a group, the Horovod-style API under chorus-run at 2 and 3 ranks and torchrun, the
-# examples, and the installed package finding the installed library by itself.
+# examples, chorus-perf under torchrun itself, and the installed package finding the
+# installed library by itself.
 #
 # Runs the Python in CHORUS_TORCH_PYTHON (./quickstart check makes one with torch); skips
 # (77) without it, or when this build's library is built with a sanitizer (it cannot be
@@ -41,6 +42,15 @@ for n in 2 3; do
         torchrun $n "$here/torch_ddp.py"
     grep -h 'hook:\|fp32:' "$TMP/out"
 done
+# A C program under torchrun itself, whose agent holds MASTER_PORT for its store.
+timeout -k 5 120 "$PY" -m torch.distributed.run --standalone --nproc-per-node 3 --no-python \
+    "$CHORUS_PERF" allreduce -b 8 -e 64K -f 8 -n 2 -w 1 -c 1 >"$TMP/perf" 2>&1
+rc=$?
+check "chorus-perf under torchrun --nproc-per-node 3 (exit $rc)" test $rc -eq 0
+check "chorus-perf under torchrun: no wrong element" \
+    grep -q '^# out-of-place/in-place wrong elements total: 0' "$TMP/perf"
+[ $rc -eq 0 ] || tail -n 20 "$TMP/perf"
+
 # Launchers that set no torch variables: importing chorus.torch sets them.
 timeout -k 5 120 env -u RANK -u WORLD_SIZE -u MASTER_ADDR -u MASTER_PORT "$CHORUS_RUN" -n 3 \
     "$PY" "$here/torch_collectives.py" groups errors >"$TMP/run" 2>&1
