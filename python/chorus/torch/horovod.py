@@ -57,7 +57,6 @@ from .. import comm as C
 from .._lib import ChorusError
 from . import launch
 from ._tensors import BACKEND, Staged, Unsupported, host, reduce_dtype
-from .backend import comm_through_store
 
 __all__ = [
     # lifetime and the job
@@ -165,7 +164,6 @@ class _State:
         self.in_flight = {}         # base name -> its latest Request
         self.gathers = {}           # allgather base name -> its latest _Op
         self.failed = False         # an uncaught exception is ending the process
-        self.inits = 0              # communicators made through torchrun's store
 
 
 _state = _State()
@@ -181,8 +179,7 @@ def init(comm=None):
     """Sets up chorus for this process; collective over the job. Idempotent.
 
     comm: None to create the communicator from the environment (chorus-run's CHORUS_*
-    variables, torchrun's or an MPI launcher's; under torchrun without CHORUS_ADDR the
-    ranks meet through torchrun's store), or a chorus.comm.Comm to use (it stays the
+    variables, torchrun's or an MPI launcher's), or a chorus.comm.Comm to use (it stays the
     caller's: shutdown() leaves it). Process sets (a list of ranks) are not offered.
     """
     with _state.lock:
@@ -209,30 +206,10 @@ def init(comm=None):
 
 
 def _comm_from_env():
-    """Comm.from_env(), except under torchrun without CHORUS_ADDR.
-
-    torchrun's agent hosts its store on MASTER_ADDR:MASTER_PORT, the address from_env would
-    listen on, so there rank 0 makes a chorus unique id and passes it to the others through
-    torchrun's store instead, as the torch.distributed backend does."""
-    env = os.environ
-    if "TORCHELASTIC_RUN_ID" not in env or env.get("CHORUS_ADDR") or env.get("CHORUS_RANK") \
-            or not all(env.get(v) for v in ("RANK", "WORLD_SIZE", "MASTER_ADDR",
-                                             "MASTER_PORT")):
-        # The launcher's own variables, not those chorus.torch.launch derived for torch.
-        with launch.without_torch_env():
-            return C.Comm.from_env()
-    from datetime import timedelta
-
-    import torch.distributed as dist
-
-    rank_, size_ = int(env["RANK"]), int(env["WORLD_SIZE"])
-    timeout = float(env.get("CHORUS_TIMEOUT") or 300)
-    store = dist.TCPStore(env["MASTER_ADDR"], int(env["MASTER_PORT"]), size_,
-                          is_master=False, timeout=timedelta(seconds=timeout))
-    _state.inits += 1
-    key = "chorus/horovod/%s/%d/unique_id" % (env.get("TORCHELASTIC_RESTART_COUNT", "0"),
-                                              _state.inits)
-    return comm_through_store(store, key, rank_, size_, timeout)
+    """Comm.from_env() on the launcher's own variables, not those chorus.torch.launch
+    derived for torch (under torchrun, chorus's rendezvous takes MASTER_PORT + 1)."""
+    with launch.without_torch_env():
+        return C.Comm.from_env()
 
 
 def shutdown():
