@@ -1,10 +1,10 @@
 #!/bin/sh
 # The PyTorch side of chorus (python/chorus): the torch.distributed backend "chorus" under
 # torchrun at 2 and 3 ranks (every collective, dtype and op against references and gloo;
-# DDP against gloo, and DDP with chorus.torch.hooks' wire compression), a rank killed under
-# a group, the Horovod-style API under chorus-run at 2 and 3 ranks and torchrun, the
-# examples, chorus-perf under torchrun itself, and the installed package finding the
-# installed library by itself.
+# DDP against gloo, and DDP with chorus.torch.hooks' wire compression), FSDP against one
+# process, a rank killed under a group, the Horovod-style API under chorus-run at 2 and 3
+# ranks and torchrun, the examples, chorus-perf under torchrun itself, and the installed
+# package finding the installed library by itself.
 #
 # Runs the Python in CHORUS_TORCH_PYTHON (./quickstart check makes one with torch); skips
 # (77) without it, or when this build's library is built with a sanitizer (it cannot be
@@ -35,6 +35,17 @@ torchrun() {
     rc=$?
     [ $rc -eq 0 ] || { grep -v '^W[0-9]' "$TMP/out" | tail -n 30; return $rc; }
 }
+# A reference run on gloo: torch's gloo backend sometimes aborts at exit, after the work
+# ("terminate called without an active exception": 1 run in 6 of the DDP example here, half
+# of FSDP's), so such aborts are retried, twice at most.
+torchrun_gloo() {
+    for try in 1 2 3; do
+        torchrun "$@" && return 0
+        grep -q 'terminate called without an active exception' "$TMP/out" || return 1
+        echo "test_torch: gloo aborted at exit (try $try)"
+    done
+    return 1
+}
 
 for n in 2 3; do
     check "every collective, dtype and op at $n ranks" torchrun $n "$here/torch_collectives.py"
@@ -42,6 +53,13 @@ for n in 2 3; do
         torchrun $n "$here/torch_ddp.py"
     grep -h 'hook:\|fp32:' "$TMP/out"
 done
+# FSDP against one process's training on the whole batch.
+for n in 2 3; do
+    check "FSDP on chorus at $n ranks equals one process on the whole batch" \
+        torchrun $n "$here/torch_fsdp.py"
+    grep -h '^FSDP' "$TMP/out"
+done
+
 # A C program under torchrun itself, whose agent holds MASTER_PORT for its store.
 timeout -k 5 120 "$PY" -m torch.distributed.run --standalone --nproc-per-node 3 --no-python \
     "$CHORUS_PERF" allreduce -b 8 -e 64K -f 8 -n 2 -w 1 -c 1 >"$TMP/perf" 2>&1
@@ -93,7 +111,7 @@ check "the DDP example trains under torchrun with --backend chorus" \
     torchrun 2 "$top/examples/torch/ddp_mnist_like.py" --backend chorus --steps 5
 grep -E '^step' "$TMP/out" >"$TMP/losses.chorus"
 check "the DDP example trains under torchrun with --backend gloo" \
-    torchrun 2 "$top/examples/torch/ddp_mnist_like.py" --backend gloo --steps 5
+    torchrun_gloo 2 "$top/examples/torch/ddp_mnist_like.py" --backend gloo --steps 5
 grep -E '^step' "$TMP/out" >"$TMP/losses.gloo"
 check "the DDP example prints the same losses with chorus and gloo" \
     cmp "$TMP/losses.chorus" "$TMP/losses.gloo"
