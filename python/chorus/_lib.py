@@ -161,6 +161,8 @@ _PROTOTYPES = {
 def library():
     """The loaded libchorus (a ctypes.CDLL); loads it on first use."""
     global _lib, _path
+    if _lib is not None:  # every C call comes here: no lock once loaded
+        return _lib
     with _lock:
         if _lib is None:
             lib, path = _load()

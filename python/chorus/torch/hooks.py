@@ -34,10 +34,9 @@ def _engine_hook(flags, kind):
         t = bucket.buffer()
         dtype, count = reduce_dtype(t, C.AVG, "DDP comm hook")
         use = flags if t.dtype == torch.float32 else 0
-        # An engine name stands for one tensor, described alike in every submission: DDP
-        # rebuilds its buckets after the first step, and a model may change hooks, so the
-        # name carries the hook, the index, the size and the dtype.
-        name = "ddp.%s.%d.%d.%s" % (kind, bucket.index(), count, str(t.dtype)[6:])
+        # When DDP rebuilds its buckets after the first step, every rank's bucket i changes
+        # alike, which the engine takes as a new description of the name.
+        name = "ddp.%s.%d" % (kind, bucket.index())
         req = backend.engine().allreduce(name, t.data_ptr(),
                                          t.data_ptr(), count, dtype, C.AVG, use, keep=(t,))
         fut = torch.futures.Future()

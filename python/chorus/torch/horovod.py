@@ -44,7 +44,6 @@ import atexit
 import contextlib
 import hashlib
 import math
-import os
 import pickle
 import sys
 import threading
