@@ -13,7 +13,6 @@
  *
  * Exit: 0 passed, 1 failed.
  */
-#include <dirent.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -24,36 +23,27 @@
 
 #include "fault_case.h"
 #include "coll/harness.h"
+#include "lib/dev_shm.h"
 #include "lib/proc_res.h"
 
 #define BL_TIMEOUT_S 2.0
 #define BL_ABORT_BOUND_S 1.0
 #define BL_CHILD_DEADLINE_S 20.0
-#define BL_SHM_MAX 256
 
 typedef enum { BL_OK, BL_PEER_KILLED, BL_ABORT, BL_TIMEOUT } bl_fault_t;
 static const char *const bl_names[] = {"no fault", "peer killed", "abort from a thread",
                                        "timeout"};
 
 typedef struct {
-    int fds, threads, nshm;
-    char shm[BL_SHM_MAX][64];
+    int fds, threads;
+    dev_shm_list_t shm;
 } bl_snapshot_t;
 
 static void bl_snapshot(bl_snapshot_t *s)
 {
-    DIR *dir = opendir("/dev/shm");
-    struct dirent *e;
-
-    /* opendir holds one descriptor while counting: the same at every snapshot. */
     s->fds = proc_dir_entries("/proc/self/fd");
     s->threads = proc_dir_entries("/proc/self/task");
-    s->nshm = 0;
-    while (dir != NULL && (e = readdir(dir)) != NULL && s->nshm < BL_SHM_MAX)
-        if (e->d_name[0] != '.')
-            snprintf(s->shm[s->nshm++], sizeof(s->shm[0]), "%.63s", e->d_name);
-    if (dir != NULL)
-        closedir(dir);
+    dev_shm_list(&s->shm);
 }
 
 /*
@@ -71,15 +61,16 @@ static int bl_compare(const bl_snapshot_t *base, const char *when)
                now.threads, base->fds, base->threads);
         ok = 0;
     }
-    for (int i = 0; i < now.nshm; i++) {
-        int known = 0;
-        for (int j = 0; j < base->nshm && !known; j++)
-            known = strcmp(now.shm[i], base->shm[j]) == 0;
-        if (!known && strstr(now.shm[i], "chorus") != NULL) {
-            printf("  FAIL after %s: /dev/shm/%s was left behind\n", when, now.shm[i]);
+    for (int i = 0; i < now.shm.n; i++) {
+        const char *name = now.shm.names[i];
+
+        if (dev_shm_listed(&base->shm, name))
+            continue;
+        if (strstr(name, "chorus") != NULL) {
+            printf("  FAIL after %s: /dev/shm/%s was left behind\n", when, name);
             ok = 0;
-        } else if (!known) {
-            printf("  note: /dev/shm/%s appeared (not chorus's name)\n", now.shm[i]);
+        } else {
+            printf("  note: /dev/shm/%s appeared (not chorus's name)\n", name);
         }
     }
     return ok;
@@ -304,7 +295,7 @@ int main(void)
     bl_fork_warmup();
     bl_snapshot(&base);
     printf("baseline: %d fds, %d threads, %d entries in /dev/shm\n", base.fds, base.threads,
-           base.nshm);
+           base.shm.n);
     for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++)
         pass &= bl_scenario(order[i], &base);
     return pass ? 0 : 1;

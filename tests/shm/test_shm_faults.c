@@ -5,7 +5,6 @@
  * result or an error, never a hang, and leave nothing in /dev/shm.
  */
 #include <criterion/criterion.h>
-#include <dirent.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -16,6 +15,7 @@
 #include <unistd.h>
 
 #include "coll/harness.h"
+#include "lib/dev_shm.h"
 #include "core/comm.h"
 
 #define CRASH_COUNT (1u << 20)      /* 1M float32 per allreduce */
@@ -23,7 +23,6 @@
 #define CRASH_VICTIM 2
 #define CRASH_AFTER_S 0.5           /* after every rank finished its first call */
 #define FAULT_TIMEOUT_S 5.0
-#define MAX_ENTRIES 512
 
 /* Exit codes of the rank functions: 0 = saw the expected outcome. */
 enum { RC_OK = 0, RC_UNEXPECTED_OK = 10, RC_WRONG_STATUS = 11, RC_NO_MEMORY = 12,
@@ -34,40 +33,6 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int list_dev_shm(char names[][256], int max)
-{
-    DIR *d = opendir("/dev/shm");
-    struct dirent *e;
-    int n = 0;
-
-    if (d == NULL)
-        return -1;
-    while ((e = readdir(d)) != NULL && n < max) {
-        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-            snprintf(names[n++], 256, "%s", e->d_name);
-    }
-    closedir(d);
-    return n;
-}
-
-/* Number of entries in after[] that were not in before[], each named in the log. */
-static int new_entries(char before[][256], int nb, char after[][256], int na)
-{
-    int fresh = 0;
-
-    for (int i = 0; i < na; i++) {
-        int seen = 0;
-
-        for (int j = 0; j < nb && !seen; j++)
-            seen = strcmp(before[j], after[i]) == 0;
-        if (!seen) {
-            cr_log_error("new entry /dev/shm/%s", after[i]);
-            fresh++;
-        }
-    }
-    return fresh;
 }
 
 /*
@@ -181,7 +146,7 @@ static void crash_tick(const pid_t *pids, int nranks, double elapsed_s, void *ar
     }
 }
 
-static char shm_before[MAX_ENTRIES][256], shm_after[MAX_ENTRIES][256];
+static dev_shm_list_t shm_before, shm_after;
 
 Test(shm_faults, killed_rank_survivors_fail_and_dev_shm_clean, .timeout = 120)
 {
@@ -189,15 +154,14 @@ Test(shm_faults, killed_rank_survivors_fail_and_dev_shm_clean, .timeout = 120)
     harness_opts_t opts = {.nranks = CRASH_RANKS, .timeout_s = FAULT_TIMEOUT_S,
                            .deadline_s = 60, .kill_rank = CRASH_VICTIM, .kill_after_s = 1e9,
                            .tick = crash_tick, .tick_arg = &cs};
-    int status[CRASH_RANKS], nb, na;
+    int status[CRASH_RANKS];
     double elapsed[CRASH_RANKS];
 
     /* Anonymous shared memory: visible to the forked ranks, never a file in /dev/shm. */
     cs.started = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     cr_assert_neq(cs.started, MAP_FAILED);
     dev_shm_maps(dev_shm_maps_before, sizeof(dev_shm_maps_before));
-    nb = list_dev_shm(shm_before, MAX_ENTRIES);
-    cr_assert_geq(nb, 0, "cannot list /dev/shm");
+    cr_assert_eq(dev_shm_list(&shm_before), 0, "cannot list /dev/shm");
     cr_assert_eq(harness_run(&opts, allreduce_until_error, &cs, status, elapsed), 0,
                  "a rank failed or hung: statuses %d %d %d %d", status[0], status[1],
                  status[2], status[3]);
@@ -212,8 +176,8 @@ Test(shm_faults, killed_rank_survivors_fail_and_dev_shm_clean, .timeout = 120)
                      "survivor %d ended %.1f s after the kill", r,
                      elapsed[r] - cs.killed_at_s);
     }
-    na = list_dev_shm(shm_after, MAX_ENTRIES);
-    cr_expect_eq(new_entries(shm_before, nb, shm_after, na), 0, "/dev/shm has new entries");
+    cr_assert_eq(dev_shm_list(&shm_after), 0, "cannot list /dev/shm");
+    cr_expect_eq(dev_shm_new_entries(&shm_before, &shm_after, ""), 0, "/dev/shm has new entries");
     munmap((void *)cs.started, 4096);
 }
 

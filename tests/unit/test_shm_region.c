@@ -4,7 +4,6 @@
  * the token check of shm_node_create, and the slot-size bounds.
  */
 #include <criterion/criterion.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -16,10 +15,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "lib/dev_shm.h"
 #include "transports/shm/shm.h"
 
 #define NOBODY 65534
-#define MAX_ENTRIES 512
 
 /* Exit codes of the forked children. */
 enum { CHILD_OK = 0, CHILD_OPENED = 10, CHILD_WRONG_ERRNO = 11, CHILD_SETUP = 12,
@@ -32,32 +31,7 @@ static shm_config_t default_cfg(void)
     return cfg;
 }
 
-/* The names in /dev/shm, sorted into names[]; returns how many. */
-static int list_dev_shm(char names[][256], int max)
-{
-    DIR *d = opendir("/dev/shm");
-    struct dirent *e;
-    int n = 0;
-
-    cr_assert_not_null(d, "cannot list /dev/shm");
-    while ((e = readdir(d)) != NULL && n < max) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        snprintf(names[n++], 256, "%s", e->d_name);
-    }
-    closedir(d);
-    return n;
-}
-
-static int listed(char names[][256], int n, const char *name)
-{
-    for (int i = 0; i < n; i++)
-        if (strcmp(names[i], name) == 0)
-            return 1;
-    return 0;
-}
-
-static char before[MAX_ENTRIES][256], after[MAX_ENTRIES][256];
+static dev_shm_list_t before, after;
 
 Test(shm_region, memfd_owner_only_not_in_dev_shm)
 {
@@ -67,8 +41,8 @@ Test(shm_region, memfd_owner_only_not_in_dev_shm)
     struct stat st;
     char path[64], target[256];
     ssize_t len;
-    int nb = list_dev_shm(before, MAX_ENTRIES), na;
 
+    cr_assert_eq(dev_shm_list(&before), 0, "cannot list /dev/shm");
     cr_assert_eq(shm_region_create(&cfg, &region, &card), CHORUS_OK);
     cr_assert_not_null(region);
     cr_assert_eq(card.pid, (int32_t)getpid());
@@ -88,9 +62,8 @@ Test(shm_region, memfd_owner_only_not_in_dev_shm)
     cr_expect_eq(strncmp(target, "/memfd:", 7), 0, "region fd is %s, not a memfd", target);
     cr_expect_eq(fcntl(card.fd, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC, "region fd lacks CLOEXEC");
 
-    na = list_dev_shm(after, MAX_ENTRIES);
-    for (int i = 0; i < na; i++)
-        cr_expect(listed(before, nb, after[i]), "new entry /dev/shm/%s", after[i]);
+    cr_assert_eq(dev_shm_list(&after), 0, "cannot list /dev/shm");
+    cr_expect_eq(dev_shm_new_entries(&before, &after, ""), 0, "/dev/shm has new entries");
     shm_region_destroy(region);
 }
 
