@@ -175,8 +175,9 @@ chorus_status_t chorus_comm_create_from_env(chorus_comm_t *comm_p)
     chorus__launch_config_t launch;
     char addr[CHORUS_CONFIG_STR_MAX + 16];
     size_t from = 0;
-    unsigned store_port;
+    unsigned store_port = 0;
     int rank, size;
+    chorus_status_t status;
 
     chorus__log_init();
     if (chorus__config_read(&chorus__launch_config_table, &launch) != CHORUS_OK)
@@ -220,7 +221,14 @@ chorus_status_t chorus_comm_create_from_env(chorus_comm_t *comm_p)
         snprintf(addr, sizeof(addr), strchr(host, ':') ? "[%s]:%u" : "%s:%u", host,
                  store_port);
     }
-    return create_with_secret(rank, size, addr, launch.secret.s, 0, comm_p);
+    status = create_with_secret(rank, size, addr, launch.secret.s, 0, comm_p);
+    if (status == CHORUS_ERR_IN_USE && rank == 0 && store_port != 0 &&
+        getenv("TORCHELASTIC_RUN_ID") != NULL)
+        chorus_error("under torchrun, chorus's rendezvous is at MASTER_PORT + 1 (%u); when "
+                     "another socket holds that port, start torchrun with --master-port P "
+                     "where P + 1 is free (below 32768, where Linux's default range gives "
+                     "connections no ports), or set CHORUS_ADDR", store_port);
+    return status;
 }
 
 /* The address other hosts reach this one at: CHORUS_IFADDR, the host name's, or loopback. */
