@@ -7,15 +7,14 @@ submit and wait; the *_async calls submit and return a handle for synchronize(),
 several names can be in flight at once and ranks may wait for them in any order.
 """
 
-import atexit
 import ctypes
 import hashlib
-import sys
 import threading
 
 import mxnet as mx
 import numpy as np
 
+from .. import _job
 from .. import comm as C
 from .._lib import ChorusError
 from . import _arrays
@@ -30,36 +29,20 @@ Product = C.PROD
 _OPS = {Average: "Average", Sum: "Sum", Min: "Min", Max: "Max", Product: "Product"}
 
 _INVALID_ARG = -1               # chorus_status_t CHORUS_ERR_INVALID_ARG
-_NAME_MAX = 255                 # the engine's longest name, in bytes
 
 
 # ---- the job ----------------------------------------------------------------------------
 
-class _State:
+class _State(_job.Job):
     """What init() sets up, and this rank's tables of submissions."""
 
     def __init__(self):
-        self.lock = threading.RLock()
-        self.comm = None
-        self.engine = None
-        self.owns_comm = False
+        super().__init__(MODULE)
         self.completer = None       # advances allgathers from their first stage to the next
-        self.counters = {}          # call kind -> unnamed calls so far
-        self.in_flight = {}         # engine base name -> its latest Request
-        self.gathers = {}           # allgather base name -> its latest _GatherOp
-        self.handles = {}           # int -> pending operation
-        self.next_handle = 1
-        self.failed = False         # an uncaught exception is ending the process
 
 
 _state = _State()
-
-
-def require():
-    """The state, once init() has run; a clear error before."""
-    if _state.engine is None:
-        raise ValueError("%s: not initialized; call chorus.mxnet.init() first" % MODULE)
-    return _state
+require = _state.require
 
 
 def init(comm=None):
@@ -68,27 +51,9 @@ def init(comm=None):
     comm: None to create the communicator from the environment (chorus-run's CHORUS_*
     variables, torchrun's or an MPI launcher's), or a chorus.comm.Comm to use (it stays the
     caller's: shutdown() leaves it)."""
-    with _state.lock:
-        if _state.engine is not None:
-            return
-        if comm is None:
-            _state.comm = C.Comm.from_env()
-            _state.owns_comm = True
-        elif isinstance(comm, C.Comm):
-            _state.comm = comm
-            _state.owns_comm = False
-        else:
-            raise TypeError("%s.init: comm must be None or a chorus.comm.Comm, not %s"
-                            % (MODULE, type(comm).__name__))
-        try:
-            _state.engine = C.Engine(_state.comm)
-        except BaseException:
-            if _state.owns_comm:
-                _state.comm.destroy()
-            _state.comm = None
-            raise
+    def completer():
         _state.completer = C.Completer(name="chorus-mxnet-completer")
-        _install_exit_hooks()
+    _state.start(comm, shutdown, then=completer)
 
 
 def shutdown():
@@ -96,121 +61,23 @@ def shutdown():
     Submissions still waiting for another rank fail (ABORTED). Called at exit too, unless
     the process ends by an uncaught exception: then it leaves without waiting for the
     other ranks (they see it gone and fail their pending calls)."""
-    with _state.lock:
-        engine, comm, owns = _state.engine, _state.comm, _state.owns_comm
-        completer = _state.completer
-        _state.engine = _state.comm = _state.completer = None
-    try:
-        if engine is not None:
-            engine.destroy()
-    finally:
+    def after():
         # The engine failed what was pending, so the completer's waits are over.
+        with _state.lock:
+            completer, _state.completer = _state.completer, None
         if completer is not None:
             completer.close()
-        with _state.lock:
-            _state.counters.clear()
-            _state.in_flight.clear()
-            _state.gathers.clear()
-            _state.handles.clear()
-        if owns and comm is not None:
-            comm.destroy()
+        _state.forget()
+    _state.stop(after=after)
 
 
-def is_initialized():
-    """True between init() and shutdown()."""
-    return _state.engine is not None
-
-
-def size():
-    """The number of ranks."""
-    return require().comm.size
-
-
-def rank():
-    """This process's rank, 0 to size() - 1."""
-    return require().comm.rank
-
-
-def local_size():
-    """The number of ranks on this node."""
-    return require().comm.local_size()
-
-
-def local_rank():
-    """This process's rank among those on its node."""
-    return require().comm.local_rank()
-
-
-_exit_hooks_installed = False
-
-
-def _install_exit_hooks():
-    """shutdown() at exit, except after an uncaught exception (see shutdown)."""
-    global _exit_hooks_installed
-    if _exit_hooks_installed:
-        return
-    _exit_hooks_installed = True
-    previous = sys.excepthook
-
-    def note_failure(kind, value, tb):
-        _state.failed = True
-        previous(kind, value, tb)
-
-    sys.excepthook = note_failure
-    atexit.register(_shutdown_at_exit)
-
-
-def _shutdown_at_exit():
-    if _state.failed or _state.engine is None:
-        return
-    try:
-        shutdown()
-    except ChorusError as e:
-        print("%s: shutdown at exit failed: %s" % (MODULE, e), file=sys.stderr)
-
-
-# ---- names ------------------------------------------------------------------------------
-
-def _fit(name):
-    """name as the engine takes it: at most 255 bytes, no NUL; a longer name keeps a prefix
-    and a digest of the whole, alike on every rank."""
-    raw = name.encode("utf-8")
-    if len(raw) <= _NAME_MAX and b"\0" not in raw:
-        return name
-    digest = hashlib.sha256(raw).hexdigest()[:32]
-    head = raw.replace(b"\0", b"_")[:_NAME_MAX - len(digest) - 1]
-    return head.decode("utf-8", errors="ignore") + "#" + digest
-
-
-def base_name(kind, name):
-    """(engine base name, fresh) of a call of kind named name. An unnamed call gets
-    "<kind>.noname.<n>", n counting this rank's unnamed calls of that kind, so unnamed
-    calls of one kind must come in the same order on every rank; such a name is used once
-    (fresh)."""
-    if name is None:
-        with _state.lock:
-            n = _state.counters.get(kind, 0)
-            _state.counters[kind] = n + 1
-        return "%s.noname.%d" % (kind, n), True
-    return "%s.%s" % (kind, name), False
-
-
-def submit(base, fresh, post):
-    """post(engine name) -> Request, once this rank's earlier submission of base is done
-    (a name stands for one array at a time). Returns the Request."""
-    if fresh:
-        return post(_fit(base))
-    with _state.lock:
-        earlier = _state.in_flight.get(base)
-    if earlier is not None:
-        try:
-            earlier.wait()
-        except ChorusError:
-            pass  # the operation it belongs to reports it
-    req = post(_fit(base))
-    with _state.lock:
-        _state.in_flight[base] = req
-    return req
+is_initialized = _state.is_initialized
+size = _state.size
+rank = _state.rank
+local_size = _state.local_size
+local_rank = _state.local_rank
+base_name = _state.base_name
+submit = _state.submit
 
 
 # ---- pending operations -----------------------------------------------------------------
@@ -265,36 +132,9 @@ class _Op:
         return self._result
 
 
-def _handle_of(op):
-    with _state.lock:
-        h = _state.next_handle
-        _state.next_handle += 1
-        _state.handles[h] = op
-    return h
-
-
-def _op_of(handle, call):
-    with _state.lock:
-        op = _state.handles.get(handle)
-    if op is None:
-        raise ValueError("%s.%s: %r is not a pending handle" % (MODULE, call, handle))
-    return op
-
-
-def poll(handle):
-    """True when the operation of handle is done (synchronize() will not block)."""
-    return _op_of(handle, "poll").poll()
-
-
-def synchronize(handle):
-    """Waits for the operation of handle and returns its result (an NDArray). Raises
-    chorus.ChorusError, or ValueError, if it failed."""
-    op = _op_of(handle, "synchronize")
-    try:
-        return op.result()
-    finally:
-        with _state.lock:
-            _state.handles.pop(handle, None)
+_handle_of = _state.handle_of
+poll = _state.poll
+synchronize = _state.synchronize
 
 
 # ---- allreduce --------------------------------------------------------------------------

@@ -38,13 +38,11 @@ Not offered: process sets other than the global one (process_set=None), Adasum, 
 join, and device placement (device_dense and device_sparse are accepted and not used).
 """
 
-import atexit
-import sys
-import threading
 import weakref
 
 import tensorflow as tf
 
+from .. import _job
 from .. import comm as C
 from .._lib import ChorusError
 from . import _ops
@@ -134,26 +132,17 @@ def _wire_compression(compression):
 
 # ---- state -----------------------------------------------------------------------------
 
-class _State:
+class _State(_job.Job):
     """What init() sets up, and the names used in the graphs being traced."""
 
     def __init__(self):
-        self.lock = threading.RLock()
-        self.comm = None
-        self.engine = None
-        self.owns_comm = False
+        super().__init__(_MODULE)
         # Names used in each graph being traced: a repeated name gets a suffix.
         self.graph_names = weakref.WeakKeyDictionary()
-        self.failed = False         # an uncaught exception is ending the process
 
 
 _state = _State()
-
-
-def _require():
-    if _state.engine is None:
-        raise ValueError("%s: not initialized; call init() first" % _MODULE)
-    return _state
+_require = _state.require
 
 
 def init(comm=None):
@@ -163,30 +152,7 @@ def init(comm=None):
     variables, torchrun's or an MPI launcher's), or a chorus.comm.Comm to use (it stays the
     caller's: shutdown() leaves it). Process sets (a list of ranks) are not offered.
     """
-    with _state.lock:
-        if _state.engine is not None:
-            return
-        if comm is None:
-            _state.comm = C.Comm.from_env()
-            _state.owns_comm = True
-        elif isinstance(comm, C.Comm):
-            _state.comm = comm
-            _state.owns_comm = False
-        else:
-            raise TypeError("%s.init: comm must be None or a chorus.comm.Comm, not %r "
-                            "(process sets are not offered)" % (_MODULE, type(comm).__name__))
-        try:
-            _state.engine = C.Engine(_state.comm)
-            _ops.bind(_state.engine, _state.comm)
-        except BaseException:
-            if _state.engine is not None:
-                _state.engine.destroy()
-                _state.engine = None
-            if _state.owns_comm:
-                _state.comm.destroy()
-            _state.comm = None
-            raise
-        _install_exit_hooks()
+    _state.start(comm, shutdown, then=lambda: _ops.bind(_state.engine, _state.comm))
 
 
 def shutdown():
@@ -197,81 +163,16 @@ def shutdown():
     process ends by an uncaught exception: then it leaves without waiting for the other
     ranks (they see it gone and fail their pending ops).
     """
-    with _state.lock:
-        engine, comm, owns = _state.engine, _state.comm, _state.owns_comm
-        _state.engine = _state.comm = None
-    try:
-        if engine is not None:
-            _ops.unbind()
-            engine.destroy()
-    finally:
-        if owns and comm is not None:
-            comm.destroy()
+    _state.stop(before=_ops.unbind)
 
 
-def is_initialized():
-    """True between init() and shutdown()."""
-    return _state.engine is not None
-
-
-def size():
-    """The number of ranks."""
-    return _require().comm.size
-
-
-def rank():
-    """This process's rank, 0 to size() - 1."""
-    return _require().comm.rank
-
-
-def local_size():
-    """The number of ranks on this node."""
-    return _require().comm.local_size()
-
-
-def local_rank():
-    """This process's rank among those on its node."""
-    return _require().comm.local_rank()
-
-
-def cross_size():
-    """The number of nodes."""
-    return _require().comm.node_count()
-
-
-def cross_rank():
-    """The index of this rank's node (Horovod's rank among the ranks with this local rank,
-    which is the same where nodes hold equal numbers of ranks)."""
-    c = _require().comm
-    return c.node(c.rank)
-
-
-_exit_hooks_installed = False
-
-
-def _install_exit_hooks():
-    """shutdown() at exit, except after an uncaught exception (see shutdown)."""
-    global _exit_hooks_installed
-    if _exit_hooks_installed:
-        return
-    _exit_hooks_installed = True
-    previous = sys.excepthook
-
-    def note_failure(kind, value, tb):
-        _state.failed = True
-        previous(kind, value, tb)
-
-    sys.excepthook = note_failure
-    atexit.register(_shutdown_at_exit)
-
-
-def _shutdown_at_exit():
-    if _state.failed or _state.engine is None:
-        return
-    try:
-        shutdown()
-    except ChorusError as e:
-        print("%s: shutdown at exit failed: %s" % (_MODULE, e), file=sys.stderr)
+is_initialized = _state.is_initialized
+size = _state.size
+rank = _state.rank
+local_size = _state.local_size
+local_rank = _state.local_rank
+cross_size = _state.cross_size
+cross_rank = _state.cross_rank
 
 
 # ---- names -----------------------------------------------------------------------------

@@ -39,17 +39,16 @@ bool, int16, uint16, complex64 and complex128. avg of integers divides toward ze
 """
 
 import ctypes
-import hashlib
 import re
 import threading
 
 import tensorflow as tf
 
 from .. import _lib
+from .._job import NAME_MAX, fit_name
 from . import _build
 
 _MODULE = "chorus.tensorflow"
-_NAME_MAX = 255          # the engine's longest name, in bytes
 _GATHER_NAME_MAX = 250   # an allgather's engine names add ".meta" and ".data"
 
 _REDUCE_OPS = {"sum": "sum", "avg": "avg", "average": "avg", "min": "min", "max": "max",
@@ -129,17 +128,6 @@ def _bound_rank_size(call):
 
 # ---- names -----------------------------------------------------------------------------
 
-def _fit(name, limit):
-    """name in at most limit bytes, no NUL: a longer one keeps a prefix and a digest of the
-    whole, alike on every rank."""
-    raw = name.encode("utf-8")
-    if len(raw) <= limit and b"\0" not in raw:
-        return name
-    digest = hashlib.sha256(raw).hexdigest()[:32]
-    head = raw.replace(b"\0", b"_")[:limit - len(digest) - 1]
-    return head.decode("utf-8", errors="ignore") + "#" + digest
-
-
 _NODE_BAD = re.compile(r"[^A-Za-z0-9_.\-/]")
 
 
@@ -149,11 +137,11 @@ def _node_name(name):
     return node if re.match(r"[A-Za-z0-9.]", node) else "chorus_" + node
 
 
-def _names(kind, op_type, name, limit=_NAME_MAX):
+def _names(kind, op_type, name, limit=NAME_MAX):
     """(engine name, node name) of an op of kind; see the module docstring."""
     if name is not None:
         name = str(name)
-        return _fit("%s.%s" % (kind, name), limit), _node_name(name)
+        return fit_name("%s.%s" % (kind, name), limit), _node_name(name)
     if tf.executing_eagerly():
         with _state.lock:
             n = _state.counters.get(kind, 0)
@@ -161,7 +149,7 @@ def _names(kind, op_type, name, limit=_NAME_MAX):
         return "%s.noname.%d" % (kind, n), None
     # The name the op will get: the graph makes it unique within its scope the same way.
     node = tf.compat.v1.get_default_graph().unique_name(op_type, mark_as_used=False)
-    return _fit("%s.%s" % (kind, node), limit), op_type
+    return fit_name("%s.%s" % (kind, node), limit), op_type
 
 
 def _unordered(tensor):

@@ -40,18 +40,16 @@ collectives (they act on the tensors' data), sparse allreduce (DistributedOptimi
 sparse_as_dense=True densifies), and CUDA tensors.
 """
 
-import atexit
 import contextlib
-import hashlib
 import math
 import pickle
-import sys
 import threading
 import time
 import zlib
 
 import torch
 
+from .. import _job
 from .. import comm as C
 from .._lib import ChorusError
 from . import launch
@@ -84,7 +82,6 @@ Product = C.PROD
 _OP_NAMES = {Average: "Average", Sum: "Sum", Min: "Min", Max: "Max", Product: "Product"}
 
 _INVALID_ARG = -1               # chorus_status_t CHORUS_ERR_INVALID_ARG
-_NAME_MAX = 255                 # the engine's longest name, in bytes (ENGINE_NAME_MAX)
 _MODULE = "chorus.torch.horovod"
 
 
@@ -149,29 +146,9 @@ def _wire_compression(compression):
 
 # ---- state -----------------------------------------------------------------------------
 
-class _State:
-    """What init() sets up, and the tables of this rank's submissions."""
-
-    def __init__(self):
-        self.lock = threading.RLock()
-        self.comm = None
-        self.engine = None
-        self.owns_comm = False
-        self.handles = {}           # int -> _Op
-        self.next_handle = 1
-        self.counters = {}          # call kind -> unnamed calls so far
-        self.in_flight = {}         # base name -> its latest Request
-        self.gathers = {}           # allgather base name -> its latest _Op
-        self.failed = False         # an uncaught exception is ending the process
-
-
-_state = _State()
-
-
-def _require():
-    if _state.engine is None:
-        raise ValueError("%s: not initialized; call init() first" % _MODULE)
-    return _state
+# What init() sets up, and the tables of this rank's submissions.
+_state = _job.Job(_MODULE)
+_require = _state.require
 
 
 def init(comm=None):
@@ -181,27 +158,7 @@ def init(comm=None):
     variables, torchrun's or an MPI launcher's), or a chorus.comm.Comm to use (it stays the
     caller's: shutdown() leaves it). Process sets (a list of ranks) are not offered.
     """
-    with _state.lock:
-        if _state.engine is not None:
-            return
-        if comm is None:
-            _state.comm = _comm_from_env()
-            _state.owns_comm = True
-        elif isinstance(comm, C.Comm):
-            _state.comm = comm
-            _state.owns_comm = False
-        else:
-            raise Unsupported("%s.init: comm must be None or a chorus.comm.Comm, not %r "
-                              "(process sets are not offered by the '%s' backend)"
-                              % (_MODULE, type(comm).__name__, BACKEND))
-        try:
-            _state.engine = C.Engine(_state.comm)
-        except BaseException:
-            if _state.owns_comm:
-                _state.comm.destroy()
-            _state.comm = None
-            raise
-        _install_exit_hooks()
+    _state.start(comm, shutdown, make_comm=_comm_from_env)
 
 
 def _comm_from_env():
@@ -218,135 +175,27 @@ def shutdown():
     the process ends by an uncaught exception: then it leaves without waiting for the
     other ranks (they see it gone and fail their pending calls).
     """
-    with _state.lock:
-        engine, comm, owns = _state.engine, _state.comm, _state.owns_comm
-        _state.engine = _state.comm = None
-    try:
-        if engine is not None:
-            engine.destroy()
-    finally:
-        with _state.lock:
-            _state.handles.clear()
-            _state.counters.clear()
-            _state.in_flight.clear()
-            _state.gathers.clear()
-        if owns and comm is not None:
-            comm.destroy()
+    _state.stop(after=_state.forget)
 
 
-def is_initialized():
-    """True between init() and shutdown()."""
-    return _state.engine is not None
-
-
-def size():
-    """The number of ranks."""
-    return _require().comm.size
-
-
-def rank():
-    """This process's rank, 0 to size() - 1."""
-    return _require().comm.rank
-
-
-def local_size():
-    """The number of ranks on this node."""
-    return _require().comm.local_size()
-
-
-def local_rank():
-    """This process's rank among those on its node."""
-    return _require().comm.local_rank()
-
-
-def cross_size():
-    """The number of nodes."""
-    return _require().comm.node_count()
-
-
-def cross_rank():
-    """The index of this rank's node (Horovod's rank among the ranks with this local rank,
-    which is the same where nodes hold equal numbers of ranks)."""
-    c = _require().comm
-    return c.node(c.rank)
-
-
-_exit_hooks_installed = False
-
-
-def _install_exit_hooks():
-    """shutdown() at exit, except after an uncaught exception (see shutdown)."""
-    global _exit_hooks_installed
-    if _exit_hooks_installed:
-        return
-    _exit_hooks_installed = True
-    previous = sys.excepthook
-
-    def note_failure(kind, value, tb):
-        _state.failed = True
-        previous(kind, value, tb)
-
-    sys.excepthook = note_failure
-    atexit.register(_shutdown_at_exit)
-
-
-def _shutdown_at_exit():
-    if _state.failed or _state.engine is None:
-        return
-    try:
-        shutdown()
-    except ChorusError as e:
-        print("%s: shutdown at exit failed: %s" % (_MODULE, e), file=sys.stderr)
+is_initialized = _state.is_initialized
+size = _state.size
+rank = _state.rank
+local_size = _state.local_size
+local_rank = _state.local_rank
+cross_size = _state.cross_size
+cross_rank = _state.cross_rank
 
 
 # ---- names -----------------------------------------------------------------------------
 
-def _fit(name):
-    """name as the engine takes it: at most 255 bytes, no NUL; longer names keep a prefix
-    and a digest of the whole, alike on every rank."""
-    raw = name.encode("utf-8")
-    if len(raw) <= _NAME_MAX and b"\0" not in raw:
-        return name
-    digest = hashlib.sha256(raw).hexdigest()[:32]
-    head = raw.replace(b"\0", b"_")[:_NAME_MAX - len(digest) - 1]
-    return head.decode("utf-8", errors="ignore") + "#" + digest
-
-
-def _auto_name(kind):
-    """"<kind>.noname.<n>": n counts this rank's unnamed calls of that kind."""
-    with _state.lock:
-        n = _state.counters.get(kind, 0)
-        _state.counters[kind] = n + 1
-    return "%s.noname.%d" % (kind, n)
-
-
-def _base_name(kind, name):
-    """(engine base name, fresh) of a call of kind named name (None: an unnamed call)."""
-    if name is None:
-        return _auto_name(kind), True
-    return "%s.%s" % (kind, name), False
+_base_name = _state.base_name
 
 
 def _submit(base, fresh, post):
-    """post(engine name) -> Request for base, once this rank's earlier submission of base
-    is done. Returns the submission, (request, base or None).
-
-    fresh: base is an unnamed call's name, used once: no table, no waiting. The engine
-    takes a name again with another size, dtype or op when every rank changes it alike,
-    and fails the round on every rank when they differ."""
-    if fresh:
-        return post(_fit(base)), None
-    with _state.lock:
-        earlier = _state.in_flight.get(base)
-    if earlier is not None:
-        try:
-            earlier.wait()
-        except ChorusError:
-            pass  # its own synchronize reports it
-    req = post(_fit(base))
-    with _state.lock:
-        _state.in_flight[base] = req
-    return req, base
+    """(Request, base or None) of _state.submit(): an _Op drops a named base's table
+    entry once its request is done."""
+    return _state.submit(base, fresh, post), (None if fresh else base)
 
 
 # ---- pending operations and handles ------------------------------------------------------
@@ -478,36 +327,9 @@ class _Progress:
 _progress = _Progress()
 
 
-def _handle_of(op):
-    with _state.lock:
-        h = _state.next_handle
-        _state.next_handle += 1
-        _state.handles[h] = op
-    return h
-
-
-def _op_of(handle, call):
-    with _state.lock:
-        op = _state.handles.get(handle)
-    if op is None:
-        raise ValueError("%s.%s: %r is not a pending handle" % (_MODULE, call, handle))
-    return op
-
-
-def poll(handle):
-    """True when the operation of handle is done (synchronize() will not block)."""
-    return _op_of(handle, "poll").poll()
-
-
-def synchronize(handle):
-    """Waits for the operation of handle and returns its result (the output tensor; a list
-    for the grouped calls). Raises chorus.ChorusError or ValueError if it failed."""
-    op = _op_of(handle, "synchronize")
-    try:
-        return op.result()
-    finally:
-        with _state.lock:
-            _state.handles.pop(handle, None)
+_handle_of = _state.handle_of
+poll = _state.poll
+synchronize = _state.synchronize
 
 
 # ---- tensors -----------------------------------------------------------------------------
