@@ -4,6 +4,7 @@
 #
 #   framework_python CHORUS_TORCH_PYTHON torch   # sets PY, here, top; exports CHORUS_LIB,
 #                                                # PYTHONPATH
+#   run_ranks N PROGRAM ARGS...                  # PY PROGRAM under chorus-run -n N
 framework_python() {
     eval "PY=\${$1:-}"
     if [ -z "$PY" ] || ! "$PY" -c "import $2" 2>/dev/null; then
@@ -19,4 +20,16 @@ framework_python() {
     CHORUS_LIB=$CHORUS_LIB_BUILT
     PYTHONPATH=$CHORUS_PYTHON_SRC${PYTHONPATH:+:$PYTHONPATH}
     export CHORUS_LIB PYTHONPATH
+}
+
+# Runs $PY PROGRAM under chorus-run -n N into $TMP/out; prints its last line, or its tail
+# on failure.
+run_ranks() {
+    n=$1
+    shift
+    timeout -k 5 300 "$CHORUS_RUN" -n "$n" "$PY" "$@" >"$TMP/out" 2>&1
+    rc=$?
+    if [ $rc -eq 0 ]; then tail -n 1 "$TMP/out"; else grep FAIL "$TMP/out" | head -n 20;
+        tail -n 20 "$TMP/out"; fi
+    return $rc
 }

@@ -13,10 +13,10 @@ usage: mx_kill.py [NRANKS]
 import os
 import secrets
 import signal
-import socket
-import subprocess
 import sys
 import time
+
+from kill_job import free_port, run_job
 
 TIMEOUT_S = 5       # the communicator's timeout (CHORUS_TIMEOUT)
 RAISE_BY_S = 15     # a survivor's step must raise within this
@@ -62,51 +62,20 @@ def rank_main(mode):
     os._exit(1)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def run_job(n, mode):
+def run_mode(n, mode):
     """Starts n ranks of mode; returns how many did not behave."""
     env = dict(os.environ, CHORUS_ADDR="127.0.0.1:%d" % free_port(),
                CHORUS_SECRET=secrets.token_hex(32), CHORUS_SIZE=str(n),
                CHORUS_LOCAL_SIZE=str(n), CHORUS_TIMEOUT=str(TIMEOUT_S),
                OMP_NUM_THREADS="1", MXNET_CPU_WORKER_NTHREADS="1", MX_KILL_MODE=mode)
-    procs = [subprocess.Popen([sys.executable, __file__],
-                              env=dict(env, CHORUS_RANK=str(r), CHORUS_LOCAL_RANK=str(r)),
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for r in range(n)]
-    deadline = time.monotonic() + DEADLINE_S
-    failed = 0
-    for r, p in enumerate(procs):
-        try:
-            out, _ = p.communicate(timeout=max(1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            for q in procs:
-                q.kill()
-            out, _ = p.communicate()
-            print("FAIL %s: rank %d still running after %d s (a hang)" % (mode, r, DEADLINE_S))
-            failed += 1
-            continue
-        if r == n - 1:
-            ok = p.returncode == -signal.SIGKILL
-            what = "was killed" if ok else "exited %d, not by SIGKILL" % p.returncode
-        else:
-            ok = p.returncode == 0 and "RAISED" in out
-            what = next((line for line in out.splitlines() if "RAISED" in line),
-                        "exit %d" % p.returncode)
-        print("%s %s: rank %d %s" % ("ok" if ok else "FAIL", mode, r, what), flush=True)
-        if not ok:
-            failed += 1
-            print(out[-3000:])
-    return failed
+    return run_job(__file__, n, env,
+                   lambda r: {"CHORUS_RANK": str(r), "CHORUS_LOCAL_RANK": str(r)},
+                   "RAISED", DEADLINE_S, label=mode)
 
 
 if __name__ == "__main__":
     if os.environ.get("MX_KILL_MODE"):
         rank_main(os.environ["MX_KILL_MODE"])
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 3
-    failures = sum(run_job(n, mode) for mode in ("trainer", "kvstore"))
+    failures = sum(run_mode(n, mode) for mode in ("trainer", "kvstore"))
     sys.exit(1 if failures else 0)

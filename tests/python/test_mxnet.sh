@@ -14,17 +14,6 @@ framework_python CHORUS_MXNET_PYTHON mxnet
 OMP_NUM_THREADS=1 MXNET_CPU_WORKER_NTHREADS=1
 export OMP_NUM_THREADS MXNET_CPU_WORKER_NTHREADS
 
-# Runs PROGRAM under chorus-run -n N into $TMP/out; prints its last line, or its tail on failure.
-run_ranks() {
-    n=$1
-    shift
-    timeout -k 5 300 "$CHORUS_RUN" -n "$n" "$PY" "$@" >"$TMP/out" 2>&1
-    rc=$?
-    if [ $rc -eq 0 ]; then tail -n 1 "$TMP/out"; else grep FAIL "$TMP/out" | head -n 20;
-        tail -n 20 "$TMP/out"; fi
-    return $rc
-}
-
 for n in 2 3; do
     check "every call against numpy at $n ranks" run_ranks $n "$here/mx_ops.py"
     check "gluon training (DistributedTrainer, kvstore=\"chorus\") equals one process at $n ranks" \

@@ -16,17 +16,6 @@ TF_CPP_MIN_LOG_LEVEL=2
 CHORUS_TF_CACHE=$CHORUS_PC_DIR/tests/python/tensorflow-ops
 export TF_CPP_MIN_LOG_LEVEL CHORUS_TF_CACHE
 
-# Runs PROGRAM under chorus-run -n N into $TMP/out; prints its last line, or its tail on failure.
-run_ranks() {
-    n=$1
-    shift
-    timeout -k 5 300 "$CHORUS_RUN" -n "$n" "$PY" "$@" >"$TMP/out" 2>&1
-    rc=$?
-    if [ $rc -eq 0 ]; then tail -n 1 "$TMP/out"; else grep FAIL "$TMP/out" | head -n 20;
-        tail -n 20 "$TMP/out"; fi
-    return $rc
-}
-
 start=$(date +%s)
 timeout -k 5 600 "$PY" -m chorus.tensorflow >"$TMP/build" 2>&1
 rc=$?

@@ -10,10 +10,10 @@ usage: torch_kill.py [NRANKS]
 
 import os
 import signal
-import socket
-import subprocess
 import sys
 import time
+
+from kill_job import free_port, run_job
 
 TIMEOUT_S = 20      # the group's timeout
 DEADLINE_S = 60     # the whole run, ranks started to ranks done
@@ -46,45 +46,11 @@ def rank_main():
     os._exit(1)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def driver(n):
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
                WORLD_SIZE=str(n), TORCH_KILL_RANK="1")
-    procs = []
-    for r in range(n):
-        procs.append(subprocess.Popen([sys.executable, __file__],
-                                      env=dict(env, RANK=str(r), LOCAL_RANK=str(r)),
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                      text=True))
-    deadline = time.monotonic() + DEADLINE_S
-    failed = 0
-    for r, p in enumerate(procs):
-        try:
-            out, _ = p.communicate(timeout=max(1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            for q in procs:
-                q.kill()
-            out, _ = p.communicate()
-            print("FAIL: rank %d still running after %d s (a hang)" % (r, DEADLINE_S))
-            failed += 1
-            continue
-        if r == n - 1:
-            ok = p.returncode == -signal.SIGKILL
-            what = "was killed" if ok else "exited %d, not by SIGKILL" % p.returncode
-        else:
-            ok = p.returncode == 0 and "RAISED" in out
-            what = next((line for line in out.splitlines() if "RAISED" in line),
-                        "exit %d" % p.returncode)
-        print("%s: rank %d %s" % ("ok" if ok else "FAIL", r, what))
-        if not ok:
-            failed += 1
-            print(out[-3000:])
-    return failed
+    return run_job(__file__, n, env, lambda r: {"RANK": str(r), "LOCAL_RANK": str(r)},
+                   "RAISED", DEADLINE_S)
 
 
 if __name__ == "__main__":
