@@ -32,37 +32,10 @@ import numpy as np  # noqa: E402
 import chorus.mxnet as hvd  # noqa: E402
 from chorus import ChorusError  # noqa: E402
 from chorus.mxnet import _arrays  # noqa: E402
+from checks import Checks, raises, reduce_exact  # noqa: E402
 
 
-class Checks:
-    """check(ok, what): counted; rank 0 prints "ok" lines, any rank its "FAIL" lines."""
-
-    def __init__(self):
-        self.count = 0
-        self.failures = []
-        self.rank = -1      # set once the rank is known
-
-    def __call__(self, ok, what):
-        self.count += 1
-        if ok:
-            if self.rank <= 0:
-                print("ok %s" % what, flush=True)
-        else:
-            self.failures.append(what)
-            print("rank %d: FAIL %s" % (self.rank, what), file=sys.stderr, flush=True)
-        return ok
-
-
-def raises(fn, kinds):
-    """The exception fn raised (one of kinds), or None."""
-    try:
-        fn()
-    except kinds as e:
-        return e
-    return None
-
-
-check = Checks()
+check = Checks(verbose=True)
 
 DTYPES = ["float16", "float32", "float64", "int8", "uint8", "int32", "int64"]
 SHAPES = [(1,), (7,), (1001,), (3, 5), (2, 3, 4)]
@@ -79,24 +52,6 @@ def data(rank, shape, dtype, op="sum", salt=0):
     else:
         v = rng.randint(-20, 21, shape)
     return v.astype(dtype)
-
-
-def reference(op, inputs, dtype):
-    """op of inputs elementwise, as dtype; avg of integers truncates toward zero."""
-    wide = np.stack([x.astype(np.float64) for x in inputs])
-    if op == "sum":
-        r = wide.sum(0)
-    elif op == "avg":
-        r = wide.sum(0) / len(inputs)
-        if not np.issubdtype(np.dtype(dtype), np.floating):
-            r = np.trunc(r)
-    elif op == "min":
-        r = wide.min(0)
-    elif op == "max":
-        r = wide.max(0)
-    elif op == "product":
-        r = wide.prod(0)
-    return r.astype(dtype)
 
 
 def same(arr, want):
@@ -153,7 +108,7 @@ def test_allreduce():
         for op, average in (("sum", False), ("avg", True)):
             for i, shape in enumerate(SHAPES):
                 inputs = [data(r, shape, dtype, op) for r in range(SIZE)]
-                want = reference(op, inputs, dtype)
+                want = reduce_exact(op, inputs, dtype)
                 mine = mx.nd.array(inputs[RANK], dtype=dtype)
                 name = None if i % 2 else "ar.%s.%s.%d" % (dtype, op, i)
                 out = hvd.allreduce(mine, average=average, name=name)
@@ -171,10 +126,10 @@ def test_allreduce():
             inputs = [data(r, (4, 6), dtype, opname, 1) for r in range(SIZE)]
             out = hvd.allreduce(mx.nd.array(inputs[RANK], dtype=dtype), op=op,
                                 name="op.%s.%s" % (opname, dtype))
-            check(same(out, reference(opname, inputs, dtype)), "allreduce op=%s %s"
+            check(same(out, reduce_exact(opname, inputs, dtype)), "allreduce op=%s %s"
                   % (opname, dtype))
     inputs = [data(r, (6, 4), "float64") for r in range(SIZE)]
-    total = reference("sum", inputs, "float64")
+    total = reduce_exact("sum", inputs, "float64")
     mine = mx.nd.array(inputs[RANK], dtype="float64")
     check(near(hvd.allreduce(mine), total / SIZE, "float64"), "allreduce's default: average")
     out = hvd.allreduce(mine, average=False, prescale_factor=2.0, postscale_factor=0.25)
@@ -214,7 +169,7 @@ def test_zero_copy():
     def counting(self):
         calls.append(self.shape)
         return real(self)
-    want = reference("sum", [data(r, (33,), "float32") for r in range(SIZE)], "float32")
+    want = reduce_exact("sum", [data(r, (33,), "float32") for r in range(SIZE)], "float32")
     with mock.patch.object(mx.nd.NDArray, "asnumpy", counting):
         hvd.allreduce_(arr, average=False, name="zero_copy")
         out = hvd.allreduce(mx.nd.ones(8, dtype="int64"), average=False, name="zero_copy.2")
@@ -233,11 +188,11 @@ def test_staged():
             inputs = [data(r, (3, 7), dtype) for r in range(SIZE)]
             mine = mx.nd.array(inputs[RANK], dtype=dtype)
             out = hvd.allreduce(mine, average=False, name="staged." + dtype)
-            check(same(out, reference("sum", inputs, dtype)), "staged allreduce %s" % dtype)
+            check(same(out, reduce_exact("sum", inputs, dtype)), "staged allreduce %s" % dtype)
             hvd.allreduce_(mine, average=False, name="staged_." + dtype)
-            check(same(mine, reference("sum", inputs, dtype)), "staged allreduce_ %s" % dtype)
+            check(same(mine, reduce_exact("sum", inputs, dtype)), "staged allreduce_ %s" % dtype)
             hvd.broadcast_(mine, SIZE - 1, name="staged.bc." + dtype)
-            check(same(mine, reference("sum", inputs, dtype)), "staged broadcast_ %s" % dtype)
+            check(same(mine, reduce_exact("sum", inputs, dtype)), "staged broadcast_ %s" % dtype)
         parts = [np.full((r + 1, 2), r, dtype="int32") for r in range(SIZE)]
         out = hvd.allgather(mx.nd.array(parts[RANK], dtype="int32"), name="staged.ag")
         check(same(out, np.concatenate(parts)), "staged allgather")
@@ -298,7 +253,7 @@ def test_orders():
     shapes = [(3,), (17,), (2, 9), (1000,)]
     inputs = [[data(r, s, "float64", salt=k) for k, s in enumerate(shapes)]
               for r in range(SIZE)]
-    wants = [reference("sum", [inputs[r][k] for r in range(SIZE)], "float64")
+    wants = [reduce_exact("sum", [inputs[r][k] for r in range(SIZE)], "float64")
              for k in range(len(shapes))]
     order = list(range(len(shapes)))
     if RANK % 2:
@@ -397,7 +352,7 @@ def test_kvstore():
     check(raises(lambda: kv.is_capable("teleport"), ValueError) is not None,
           "is_capable of an unknown capability raises ValueError")
     inputs = [data(r, (4, 3), "float32", salt=9) for r in range(SIZE)]
-    total = reference("sum", inputs, "float32")
+    total = reduce_exact("sum", inputs, "float32")
     v = mx.nd.array(inputs[RANK])
     kv.pushpull(3, v)
     check(same(v, total), "pushpull in place sums over the ranks")

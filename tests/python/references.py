@@ -1,25 +1,10 @@
-"""What the Python tests share: counted checks, and exact references of the reductions
+"""What the PyTorch tests share: counted checks (checks.py), and exact references of the reductions
 (every rank computes the result from all ranks' inputs: small integers, so any order of
 additions gives the same value)."""
 
-import sys
-
 import torch
 
-
-class Checks:
-    """check(ok, what): counted; a failure is kept and printed with the rank at once."""
-
-    def __init__(self):
-        self.count = 0
-        self.failures = []
-        self.rank = -1      # set once the rank is known
-
-    def __call__(self, ok, what):
-        self.count += 1
-        if not ok:
-            self.failures.append(what)
-            print("rank %d: FAIL %s" % (self.rank, what), file=sys.stderr, flush=True)
+from checks import Checks  # noqa: F401  (the tests import it from here)
 
 
 def reduce_exact(op, inputs, dtype):

@@ -6,7 +6,7 @@ Run under chorus-run with any number of ranks (2 and 3 are the usual):
 
 Every rank computes the references from every rank's inputs, which it can generate
 itself; values are small integers where the result must be exact. One "ok"/"FAIL" line
-per check (rank 0 prints the passes, every rank its failures); exits 1 on every rank when
+per check (rank 0 prints the passes, every rank its check.failures); exits 1 on every rank when
 a check failed on any. A watchdog ends a run that hangs (TF_HOROVOD_TEST_TIMEOUT
 seconds, default 240).
 """
@@ -25,28 +25,10 @@ import tensorflow as tf  # noqa: E402
 
 import chorus.tensorflow as hvd  # noqa: E402
 from chorus import ChorusError  # noqa: E402
+from checks import Checks, raises, reduce_exact  # noqa: E402
 
-failures = []
 RANK = int(os.environ.get("CHORUS_RANK", "-1"))   # until init() says
-
-
-def check(ok, what):
-    """Counted; rank 0 prints "ok", any rank prints its failures."""
-    if ok:
-        if RANK == 0:
-            print("ok %s" % what, flush=True)
-    else:
-        failures.append(what)
-        print("FAIL rank %d: %s" % (RANK, what), flush=True)
-
-
-def raises(fn, kinds):
-    """The exception fn raised (one of kinds), or None."""
-    try:
-        fn()
-    except kinds as e:
-        return e
-    return None
+check = Checks(RANK, verbose=True)
 
 
 def same(a, b):
@@ -73,6 +55,7 @@ test_before_init()
 hvd.init()
 hvd.init()      # idempotent
 RANK, SIZE = hvd.rank(), hvd.size()
+check.rank = RANK
 
 
 # ---- the job ---------------------------------------------------------------------------------
@@ -106,22 +89,13 @@ def data(rank, shape, dtype, opname, salt=0):
     return v.astype(dtype)
 
 
+_REDUCTIONS = {"Sum": "sum", "Average": "avg", "Min": "min", "Max": "max",
+               "Product": "product"}
+
+
 def reference(opname, inputs, dtype):
     """op of every rank's input; Average divides integers toward zero, as chorus does."""
-    wide = np.stack([a.astype(np.float64) for a in inputs])
-    if opname == "Sum":
-        r = wide.sum(0)
-    elif opname == "Product":
-        r = wide.prod(0)
-    elif opname == "Min":
-        r = wide.min(0)
-    elif opname == "Max":
-        r = wide.max(0)
-    else:
-        r = wide.sum(0) / len(inputs)
-        if not np.issubdtype(dtype, np.floating):
-            r = np.trunc(r)
-    return r.astype(dtype)
+    return reduce_exact(_REDUCTIONS[opname], inputs, dtype)
 
 
 def test_allreduce_matrix():
@@ -406,7 +380,7 @@ def main():
             test()
         except Exception as e:  # a test that raises is a failure; the others may go on
             check(False, "%s raised %s: %s" % (test.__name__, type(e).__name__, e))
-    anyone = int(hvd.allreduce(tf.constant(len(failures)), name="test.failures",
+    anyone = int(hvd.allreduce(tf.constant(len(check.failures)), name="test.failures",
                                op=hvd.Max).numpy())
     if RANK == 0:
         print("tf_horovod: %s at %d ranks" % ("all checks passed" if anyone == 0 else
@@ -414,7 +388,7 @@ def main():
     hvd.shutdown()
     check(not hvd.is_initialized() and raises(hvd.size, ValueError) is not None,
           "after shutdown(), is_initialized() is False and size() raises")
-    sys.exit(1 if anyone or failures else 0)
+    sys.exit(1 if anyone or check.failures else 0)
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import chorus.keras as hvd  # noqa: E402
+from checks import Checks  # noqa: E402
 
 # The weights of distributed and single-process training agree within this absolute
 # tolerance (the weights are of order 1). Both compute the same float32 steps, but the
@@ -51,17 +52,7 @@ RANK, SIZE = hvd.rank(), hvd.size()
 GLOBAL = PER_RANK * SIZE
 STEPS = STEPS_PER_EPOCH * EPOCHS
 
-failures = []
-
-
-def check(ok, what):
-    """Counted; rank 0 prints "ok", any rank prints its failures."""
-    if ok:
-        if RANK == 0:
-            print("ok %s" % what, flush=True)
-    else:
-        failures.append(what)
-        print("FAIL rank %d: %s" % (RANK, what), flush=True)
+check = Checks(RANK, verbose=True)
 
 
 def gathered(vector, name):
@@ -240,7 +231,7 @@ def main():
             test()
         except Exception as e:  # a test that raises is a failure; the others still run
             check(False, "%s raised %s: %s" % (test.__name__, type(e).__name__, e))
-    anyone = hvd.allreduce(tf.constant(len(failures), tf.int32), name="test.failures",
+    anyone = hvd.allreduce(tf.constant(len(check.failures), tf.int32), name="test.failures",
                            op=hvd.Max)
     anyone = int(anyone.numpy())
     if RANK == 0:

@@ -30,6 +30,7 @@ import tensorflow as tf  # noqa: E402
 
 from chorus import comm as C  # noqa: E402
 from chorus.tensorflow import _ops  # noqa: E402
+from checks import Checks  # noqa: E402
 
 REDUCE_DTYPES = [tf.int8, tf.uint8, tf.int32, tf.uint32, tf.int64, tf.uint64, tf.float16,
                  tf.bfloat16, tf.float32, tf.float64]
@@ -40,23 +41,6 @@ BIG = 1000003
 # A unit in the last place, relative, of the floating dtypes.
 ULP = {tf.float16: 2.0 ** -10, tf.bfloat16: 2.0 ** -7, tf.float32: 2.0 ** -23,
        tf.float64: 2.0 ** -52}
-
-
-class Checks:
-    def __init__(self, rank):
-        self.rank = rank
-        self.count = 0
-        self.failures = []
-
-    def __call__(self, ok, what):
-        self.count += 1
-        if ok:
-            if self.rank == 0:
-                print("ok %s" % what, flush=True)
-        else:
-            self.failures.append(what)
-            print("FAIL rank %d: %s" % (self.rank, what), flush=True)
-        return ok
 
 
 def values(rank, shape, dtype, op, salt=0):
@@ -463,7 +447,7 @@ def main():
     engine = C.Engine(comm)
     _ops.bind(engine, comm)
     RANK, SIZE = comm.rank, comm.size
-    check = Checks(RANK)
+    check = Checks(RANK, verbose=True)
     start = time.monotonic()
     test_allreduce(check)
     test_compression(check)
