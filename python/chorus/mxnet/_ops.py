@@ -137,6 +137,18 @@ poll = _state.poll
 synchronize = _state.synchronize
 
 
+def wait_all(ops):
+    """Waits for every operation; raises the first failure once all are done."""
+    errors = []
+    for op in ops:
+        try:
+            op.result()
+        except (ChorusError, ValueError) as e:
+            errors.append(e)
+    if errors:
+        raise errors[0]
+
+
 # ---- allreduce --------------------------------------------------------------------------
 
 def _resolve_op(average, op, call):

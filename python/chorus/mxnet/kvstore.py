@@ -20,7 +20,6 @@ Dense CPU arrays only.
 
 from mxnet.kvstore import KVStoreBase
 
-from .._lib import ChorusError
 from . import _ops
 from ._arrays import MODULE
 
@@ -40,18 +39,6 @@ def _pairs(key, value, out, call):
         return [(k, _as_list(v), None if o is None else _as_list(o))
                 for k, v, o in zip(key, values, outs)]
     return [(key, _as_list(value), None if out is None else _as_list(out))]
-
-
-def _wait_all(ops):
-    """Waits for every operation; raises the first failure once all are done."""
-    errors = []
-    for op in ops:
-        try:
-            op.result()
-        except (ChorusError, ValueError) as e:
-            errors.append(e)
-    if errors:
-        raise errors[0]
 
 
 @KVStoreBase.register
@@ -105,7 +92,7 @@ class Chorus(KVStoreBase):
                 work = src.copy()
             pending.append((_ops._broadcast_op(work, 0, "kvstore.%s" % k, True,
                                                "kvstore.broadcast"), work, outs))
-        _wait_all([op for op, _, _ in pending])
+        _ops.wait_all([op for op, _, _ in pending])
         for _, work, outs in pending:
             for o in outs:
                 if o is not work:
@@ -128,7 +115,7 @@ class Chorus(KVStoreBase):
             targets = values if outs is None else outs
             pending.append((_ops._allreduce_op(work, None, "kvstore.%s" % k, _ops.Sum, 1.0,
                                                1.0, True, "kvstore.pushpull"), work, targets))
-        _wait_all([op for op, _, _ in pending])
+        _ops.wait_all([op for op, _, _ in pending])
         for _, work, targets in pending:
             for t in targets:
                 if t is not work:

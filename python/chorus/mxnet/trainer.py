@@ -2,7 +2,6 @@
 
 import mxnet as mx
 
-from .._lib import ChorusError
 from . import _ops
 from ._arrays import MODULE
 
@@ -60,11 +59,4 @@ class DistributedTrainer(mx.gluon.Trainer):
             ops.append(_ops._allreduce_op(grad, None, self._chorus_prefix + str(i), _ops.Sum,
                                           1.0 / self._chorus_predivide, 1.0, True,
                                           "DistributedTrainer"))
-        errors = []
-        for op in ops:
-            try:
-                op.result()
-            except (ChorusError, ValueError) as e:
-                errors.append(e)
-        if errors:
-            raise errors[0]
+        _ops.wait_all(ops)
