@@ -31,7 +31,7 @@ import numpy as np  # noqa: E402
 
 import chorus.mxnet as hvd  # noqa: E402
 from chorus import ChorusError  # noqa: E402
-from chorus.mxnet import _arrays  # noqa: E402
+from chorus.mxnet import _arrays, _ops  # noqa: E402
 from checks import Checks, raises, reduce_exact  # noqa: E402
 
 
@@ -244,6 +244,22 @@ def test_allgather():
         want = np.concatenate([np.full((r + k + 1, 2), k, dtype="float32")
                                for r in range(SIZE)])
         check(same(hvd.synchronize(h), want), "allgather of a name in flight, round %d" % k)
+    check("allgather.ag.again" not in _ops._state.gathers,
+          "a finished named allgather leaves nothing behind in the tables")
+    # Two allgathers in flight, waited for in different orders: even ranks wait for the
+    # second first; odd ranks submit the second, wait for it, and only then the first. The
+    # second's second stage must not wait for the first's first stage.
+    first = [np.full((r + 1, 2), r, dtype="int32") for r in range(SIZE)]
+    second = [np.full((r + 2, 3), 10 + r, dtype="int32") for r in range(SIZE)]
+    if RANK % 2 == 0:
+        ha = hvd.allgather_async(mx.nd.array(first[RANK], dtype="int32"), name="ag.first")
+        hb = hvd.allgather_async(mx.nd.array(second[RANK], dtype="int32"), name="ag.second")
+        got_second, got_first = hvd.synchronize(hb), hvd.synchronize(ha)
+    else:
+        got_second = hvd.allgather(mx.nd.array(second[RANK], dtype="int32"), name="ag.second")
+        got_first = hvd.allgather(mx.nd.array(first[RANK], dtype="int32"), name="ag.first")
+    check(same(got_first, np.concatenate(first)) and same(got_second, np.concatenate(second)),
+          "two allgathers waited for in different orders on different ranks")
 
 
 # ---- different orders on different ranks --------------------------------------------------

@@ -33,15 +33,8 @@ _INVALID_ARG = -1               # chorus_status_t CHORUS_ERR_INVALID_ARG
 
 # ---- the job ----------------------------------------------------------------------------
 
-class _State(_job.Job):
-    """What init() sets up, and this rank's tables of submissions."""
-
-    def __init__(self):
-        super().__init__(MODULE)
-        self.completer = None       # advances allgathers from their first stage to the next
-
-
-_state = _State()
+# What init() sets up, and this rank's tables of submissions.
+_state = _job.Job(MODULE)
 require = _state.require
 
 
@@ -51,9 +44,7 @@ def init(comm=None):
     comm: None to create the communicator from the environment (chorus-run's CHORUS_*
     variables, torchrun's or an MPI launcher's), or a chorus.comm.Comm to use (it stays the
     caller's: shutdown() leaves it)."""
-    def completer():
-        _state.completer = C.Completer(name="chorus-mxnet-completer")
-    _state.start(comm, shutdown, then=completer)
+    _state.start(comm, shutdown)
 
 
 def shutdown():
@@ -61,14 +52,7 @@ def shutdown():
     Submissions still waiting for another rank fail (ABORTED). Called at exit too, unless
     the process ends by an uncaught exception: then it leaves without waiting for the
     other ranks (they see it gone and fail their pending calls)."""
-    def after():
-        # The engine failed what was pending, so the completer's waits are over.
-        with _state.lock:
-            completer, _state.completer = _state.completer, None
-        if completer is not None:
-            completer.close()
-        _state.forget()
-    _state.stop(after=after)
+    _state.stop(after=_state.forget)
 
 
 is_initialized = _state.is_initialized
@@ -296,8 +280,9 @@ class _GatherOp:
     the rows ("<base>.data"), each rank's padded to the most rows of any rank and the
     padding dropped after (no padding when all have as many rows).
 
-    The completer thread posts the second stage as soon as the first is done, whether or
-    not this rank is waiting for it yet: another rank may be waiting for it."""
+    A thread of its own waits for the first stage and posts the second as soon as it is
+    done, whether or not this rank is waiting for it yet: another rank may be waiting for
+    it, and the engine completes the first stages of several allgathers in any order."""
 
     def __init__(self, tensor, name, call):
         st = require()
@@ -317,41 +302,55 @@ class _GatherOp:
         base, fresh = base_name("allgather", name)
         self._base, self._fresh = base, fresh
         if not fresh:
-            # The completer alone touches a pending allgather's requests: one of a name still
-            # in flight is waited for here rather than there.
+            # An allgather's own thread alone touches its requests: one of a name still in
+            # flight is waited for here rather than there.
             with _state.lock:
                 earlier = _state.gathers.get(base)
             if earlier is not None:
                 earlier.wait_done()
             with _state.lock:
                 _state.gathers[base] = self
-        # The source is read once the first stage is done: keep its values from now.
-        self._send = Buffer(tensor, call, write=False)
-        self._meta = np.array([_dtype_tag(tensor.dtype), tensor.ndim] + list(tensor.shape),
-                              dtype=np.int64)
-        self._metas = np.empty(self._nranks * self._meta.size, dtype=np.int64)
-        meta, metas = self._meta, self._metas
-
-        def post(engine_name):
-            return st.engine.allgather(engine_name, meta.ctypes.data, metas.ctypes.data,
-                                       meta.size, C.INT64, keep=(meta, metas))
-        req = submit(base + ".meta", fresh, post)
-        st.completer.add(req, self._after_meta)
-
-    def _after_meta(self, error):
-        """On the completer thread: posts the second stage (or fails the operation)."""
         try:
-            if error is not None:
-                self._error = error
-            else:
-                self._post_data()
+            # The source is read once the first stage is done: keep its values from now.
+            self._send = Buffer(tensor, call, write=False)
+            self._meta = np.array([_dtype_tag(tensor.dtype), tensor.ndim] + list(tensor.shape),
+                                  dtype=np.int64)
+            self._metas = np.empty(self._nranks * self._meta.size, dtype=np.int64)
+            meta, metas = self._meta, self._metas
+
+            def post(engine_name):
+                return st.engine.allgather(engine_name, meta.ctypes.data, metas.ctypes.data,
+                                           meta.size, C.INT64, keep=(meta, metas))
+            req = submit(base + ".meta", fresh, post)
+        except BaseException as e:
+            # Done, failed: a later allgather of the name must not wait for it.
+            self._error = e
+            self._release()
+            self._done.set()
+            raise
+        threading.Thread(target=self._after_meta, args=(req,), daemon=True,
+                         name="chorus-mxnet-allgather").start()
+
+    def _after_meta(self, req):
+        """On its own thread: waits for the first stage, then posts the second (or fails
+        the operation)."""
+        try:
+            req.wait()
+            self._post_data()
         except BaseException as e:
             self._error = e
         finally:
             self._done.set()
 
+    def _release(self):
+        """Drops what a finished allgather holds (its source, buffers, and its name's entry)."""
+        self._finish = self._send = self._tensor = None
+        with _state.lock:
+            if _state.gathers.get(self._base) is self:
+                del _state.gathers[self._base]
+
     def _post_data(self):
-        # Only numpy here: this runs on the completer thread, and MXNet's Python calls are
+        # Only numpy here: this runs on the allgather's own thread, and MXNet's Python calls are
         # left to the thread that called allgather.
         st, t, n = require(), self._tensor, self._nranks
         rows = self._metas.reshape(n, -1)
@@ -427,6 +426,8 @@ class _GatherOp:
                 self._result = self._finish()
             except Exception as e:
                 self._error = e
+            finally:
+                self._release()
         if self._error is not None:
             raise _explain(self._error, self.what)
         return self._result
