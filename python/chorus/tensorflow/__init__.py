@@ -159,7 +159,9 @@ def shutdown():
     """Unbinds the ops and destroys the engine and the communicator init() created;
     collective over the job.
 
-    Ops still waiting for another rank fail (ABORTED). Called at exit too, unless the
+    Unbinding waits for the ops in flight: each completes, or fails once its
+    CHORUS_TIMEOUT passes (an op that no other rank submits ends so, and shutdown() then
+    raises). Call it with no op running on another thread. Called at exit too, unless the
     process ends by an uncaught exception: then it leaves without waiting for the other
     ranks (they see it gone and fail their pending ops).
     """
