@@ -18,6 +18,8 @@ static const size_t small_counts[] = {0, 1, 7, 1023};
 /* Every collective's node-local algorithm of one kind, for every size. */
 #define SHM_ALL(kind) "allreduce=" kind ",reduce=" kind ",reduce_scatter=" kind          \
                       ",allgather=" kind ",broadcast=" kind ",alltoall=" kind
+/* The small-call variant: allreduce, reduce, broadcast and allgather (larger calls stage). */
+#define SHM_LL "allreduce=shm_ll,reduce=shm_ll,broadcast=shm_ll,allgather=shm_ll"
 /* The slice variant exists for the reductions to every rank and to a root. */
 #define SHM_SLICE "allreduce=shm_slice,reduce=shm_slice"
 
@@ -83,11 +85,12 @@ static const shm_case_t shm_cases[] = {
     {SHM_SLICE, "4K", "1", 3},            {SHM_SLICE, "4K", "1", 8},
     {SHM_ALL("shm_cma"), "4K", "1", 2},   {SHM_ALL("shm_cma"), "4K", "1", 5},
     {"", "4K", "0", 4},                   {"", "256K", "0", 6},
+    {SHM_LL, "4K", "1", 3},               {SHM_LL, "4K", "1", 8},
 };
 
 ParameterizedTestParameters(coll, shm_forced)
 {
-    static int index[] = {0, 1, 2, 3, 4, 5, 6, 7};
+    static int index[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
     return cr_make_param_array(int, index, sizeof(index) / sizeof(index[0]));
 }
 

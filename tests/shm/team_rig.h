@@ -16,7 +16,7 @@
 #include "transports/base/team.h"
 
 #define RIG_MAX_PROCS 8
-#define RIG_MAX_TEAMS 8
+#define RIG_MAX_TEAMS 16
 /* Longest a single call may take before the rig fails it. */
 #define RIG_CALL_DEADLINE_S 20.0
 

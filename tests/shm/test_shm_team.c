@@ -213,6 +213,8 @@ static const mismatch_t mismatches[] = {
     {"count", COLL_ALLTOALL, "shm_cma"},        {"displs", COLL_ALLGATHER, "shm"},
     {"counts", COLL_ALLGATHER, "shm_cma"},      {"counts", COLL_REDUCE_SCATTER, "shm"},
     {"displs", COLL_REDUCE_SCATTER, "shm_cma"}, {"op", COLL_ALLREDUCE, "shm_cma"},
+    {"count", COLL_ALLREDUCE, "shm_ll"},        {"root", COLL_BROADCAST, "shm_ll"},
+    {"variant", COLL_ALLGATHER, "shm_ll"},      {"op", COLL_REDUCE, "shm_ll"},
 };
 #define NMISMATCHES (int)(sizeof(mismatches) / sizeof(mismatches[0]))
 
@@ -228,8 +230,15 @@ static void mismatch_case(const mismatch_t *mm, const rig_member_t *m, case_layo
     case_layout(LAYOUT_UNEVEN, m->size, case_long(CHORUS_INT32), l);
     *c = (case_t){.coll = mm->coll, .variant = rig_variant(ops, mm->variant),
                   .dtype = CHORUS_INT32, .op = CHORUS_SUM, .count = 1000};
+    /* Small calls are small: larger ones stage. */
+    if (strcmp(mm->variant, "shm_ll") == 0)
+        c->count = 20;
     if (strcmp(mm->what, "count") == 0)
         c->count += (size_t)odd;
+    else if (strcmp(mm->what, "root") == 0)
+        c->root = odd;      /* member 1 takes itself for the root, the others member 0 */
+    else if (strcmp(mm->what, "variant") == 0)
+        c->variant = odd ? rig_variant(ops, "shm") : c->variant;
     else if (strcmp(mm->what, "op") == 0)
         c->op = odd ? CHORUS_MAX : CHORUS_SUM;
     else

@@ -218,17 +218,17 @@ Test(cost, every_builder_prices_itself)
 Test(cost, candidates_in_registry_order)
 {
     static const char *const allreduce[] = {"ring", "rd", "rabenseifner", "hier", "shm",
-                                            "shm_slice", "shm_cma", "shm_cuda"};
+                                            "shm_slice", "shm_cma", "shm_cuda", "shm_ll"};
     const coll_alg_t *algs[COLL_CANDIDATES_MAX];
     int n = coll_alg_list(COLL_ALLREDUCE, algs, COLL_CANDIDATES_MAX);
 
-    cr_assert_eq(n, 8);
+    cr_assert_eq(n, 9);
     for (int i = 0; i < n; i++)
         cr_assert_str_eq(algs[i]->name, allreduce[i]);
     cr_assert_eq(algs[0], &coll_ring_allreduce);
     cr_assert_not_null(algs[4]->team_ops);
     /* A short array gets the first ones and the count of all. */
-    cr_assert_eq(coll_alg_list(COLL_ALLREDUCE, algs, 2), 8);
+    cr_assert_eq(coll_alg_list(COLL_ALLREDUCE, algs, 2), 9);
     /* Alltoall: the pairwise exchange, then the shm team's staging and single copy. */
     cr_assert_eq(coll_alg_list(COLL_ALLTOALL, algs, COLL_CANDIDATES_MAX), 3);
     cr_assert_eq(algs[0], &coll_pairwise_alltoall);
@@ -633,7 +633,7 @@ Test(override, rejects_unknown_algorithm)
     check_rejected("allreduce=ring,allreduce=tree", "allreduce=tree",
                    "unknown algorithm 'tree' for allreduce");
     check_rejected("allreduce=tree", "allreduce=tree",
-                   "(one of ring, rd, rabenseifner, hier, shm, shm_slice, shm_cma)");
+                   "(one of ring, rd, rabenseifner, hier, shm, shm_slice, shm_cma, shm_ll)");
     /* A real algorithm of another collective is still unknown here. */
     check_rejected("broadcast=ring@0-1K", "broadcast=ring@0-1K",
                    "unknown algorithm 'ring' for broadcast");
@@ -719,7 +719,7 @@ Test(print, node_team_heading)
     t = build_env(&env);
     text = print_table(t);
     cr_assert_not_null(strstr(text, "# every rank on one node: the shm team's variants shm, "
-                              "shm_slice, priced by the transport\n"), "%s", text);
+                              "shm_slice, shm_ll, priced by the transport\n"), "%s", text);
     cr_assert_not_null(strstr(text, "# 8 ranks on 2 cores: every rank's work 4x"), "%s", text);
     cr_assert_not_null(strstr(text, " shm_slice="), "%s", text);
     cr_assert_null(strstr(text, " shm_cma="), "no estimate where it cannot run:\n%s", text);
@@ -814,10 +814,16 @@ Test(node, team_variants_chosen)
     coll_env_t env = env_of(4, l);
     coll_select_t *t;
 
-    /* A core per rank: staging through slots, each rank reducing a slice when large. */
+    /* A core per rank: small calls on the flags' lines, then staging through slots, each
+     * rank reducing a slice when large. */
     env_team(&env, 4, 0, 1);
     t = build_env(&env);
-    cr_assert_str_eq(lookup_name(t, COLL_ALLREDUCE, 8), "shm");
+    cr_assert_str_eq(lookup_name(t, COLL_ALLREDUCE, 8), "shm_ll");
+    cr_assert_str_eq(lookup_name(t, COLL_ALLREDUCE, 440), "shm_ll");
+    cr_assert_str_eq(lookup_name(t, COLL_ALLREDUCE, 1024), "shm");
+    cr_assert_str_eq(lookup_name(t, COLL_BROADCAST, 64), "shm_ll");
+    cr_assert_str_eq(lookup_name(t, COLL_ALLGATHER, 4 * 110), "shm_ll");
+    cr_assert_str_eq(lookup_name(t, COLL_REDUCE_SCATTER, 64), "shm");
     cr_assert_str_eq(lookup_name(t, COLL_ALLREDUCE, 16 << 10), "shm_slice");
     cr_assert_str_eq(lookup_name(t, COLL_ALLREDUCE, 64 << 20), "shm_slice");
     cr_assert_str_eq(lookup_name(t, COLL_BARRIER, 0), "shm");

@@ -15,7 +15,10 @@
  * cross-memory attach (process_vm_readv/writev straight between the ranks'
  * own buffers) where the kernel allows it. Both run allreduce, reduce,
  * reduce_scatter, allgather, broadcast and alltoall, and the v-forms of
- * allgather and reduce_scatter (blocks of any length, anywhere).
+ * allgather and reduce_scatter (blocks of any length, anywhere). Small
+ * calls of every collective but alltoall have a one-step path of their own
+ * (shm_ll.c): each rank writes its data on cache lines that carry their own
+ * flags, and its peers read them as soon as the flags say they are there.
  *
  * A third path serves calls on CUDA device memory (shm_cuda.c): the ranks'
  * buffers are opened in each other's processes through CUDA IPC, and each
@@ -60,7 +63,8 @@ typedef enum {
     SHM_FLAT = 0,           /* staging; every rank reads every slot */
     SHM_SLICE,              /* staging; each rank reduces one slice for all */
     SHM_CMA,                /* single copy between the ranks' buffers */
-    SHM_CUDA                /* device kernels on the ranks' device buffers (CUDA IPC) */
+    SHM_CUDA,               /* device kernels on the ranks' device buffers (CUDA IPC) */
+    SHM_LL                  /* small calls: data on the lines of the flags (shm_ll.c) */
 } shm_kind_t;
 
 /* Team flag: single copy (cross-memory attach) works between every pair of members. */
@@ -110,6 +114,7 @@ typedef struct {
     uint64_t base;              /* last step before this call */
     uint64_t wait_step;         /* step every rank must reach before the next move */
     int wait_peer;              /* first local rank found short of wait_step */
+    const _Atomic uint64_t *wait_word;  /* its word to watch; NULL: its step counter */
     size_t round, nrounds;
     size_t per;                 /* staging: elements of each rank's part per round */
     size_t esize;
@@ -117,6 +122,8 @@ typedef struct {
     uint64_t mem_marks;         /* staging: this rank's SHM_FP_* marks (shm_mem.c) */
     int mem_agreed;             /* staging: every rank's mark has been seen */
     int mem_direct;             /* every rank marked: it ran as a single-copy call */
+    int ll_posted;              /* SHM_LL: this rank's data and step are out */
+    int ll_ready;               /* SHM_LL: the local ranks before this one have posted */
     /* SHM_CUDA (shm_cuda.c): the call's device work, from the call on */
     chorus_status_t dev_status; /* a failure to order the call after the caller's work */
     void *dev_ready;            /* event: the caller's earlier device work is done */

@@ -22,7 +22,7 @@
 #include "transports/shm/shm_internal.h"
 #include "util/log.h"
 
-enum { PH_START, PH_SLOT, PH_IN, PH_MID, PH_CMA, PH_CUDA, PH_DONE };
+enum { PH_START, PH_SLOT, PH_IN, PH_MID, PH_CMA, PH_CUDA, PH_LL, PH_DONE };
 
 /* Elements of each rank's part per round: a slot, shared by the parts it holds. */
 static size_t round_elems(const shm_node_t *node, coll_type_t coll, size_t esize)
@@ -73,6 +73,9 @@ void shm_op_init(shm_op_t *op, shm_node_t *node, const coll_args_t *args, shm_ki
     op->args = *args;
     /* Only reductions to every rank or to a root have a slice variant. */
     if (kind == SHM_SLICE && args->coll != COLL_ALLREDUCE && args->coll != COLL_REDUCE)
+        kind = SHM_FLAT;
+    /* Small calls only; the rest stage (every rank decides alike from the call). */
+    if (kind == SHM_LL && !shm_ll_fits(args))
         kind = SHM_FLAT;
     op->kind = kind;
     op->esize = chorus_dtype_size(args->dtype);
@@ -201,6 +204,8 @@ static int op_start(shm_op_t *op)
         return op_finish(op);
     if (op->kind == SHM_CUDA)
         op->phase = PH_CUDA;
+    else if (op->kind == SHM_LL)
+        op->phase = PH_LL;
     else
         op->phase = op->kind == SHM_CMA && op->args.coll != COLL_BARRIER ? PH_CMA : PH_SLOT;
     return 2;
@@ -293,7 +298,10 @@ int shm_op_progress(shm_op_t *op)
             break;
         case PH_CMA:
         case PH_CUDA:
-            rc = op->phase == PH_CMA ? shm_cma_progress(op) : shm_cuda_progress(op);
+        case PH_LL:
+            rc = op->phase == PH_CMA    ? shm_cma_progress(op)
+                 : op->phase == PH_CUDA ? shm_cuda_progress(op)
+                                        : shm_ll_progress(op);
             if (rc == 1)
                 return op_finish(op);
             if (rc < 0)
@@ -326,5 +334,5 @@ void shm_op_wait(shm_op_t *op, unsigned max_us)
         sched_yield();
         return;
     }
-    shm_sleep(op->node, op->wait_peer, op->wait_step, max_us);
+    shm_sleep(op->node, op->wait_peer, op->wait_word, op->wait_step, max_us);
 }

@@ -12,8 +12,35 @@
 #include "util/shared_mem.h"
 
 #define SHM_LINE 64
-#define SHM_MAGIC 0x63686f7275736d31ULL   /* "chorusm1" */
-#define SHM_DATA_OFFSET 4096
+#define SHM_MAGIC 0x63686f7275736d32ULL   /* "chorusm2" */
+
+/*
+ * The small-call areas (shm_ll.c): a call that fits carries its data on
+ * cache lines that each hold their own flag, so a peer that sees the flag
+ * has the data in the same transfer. A line holds an 8-byte flag (a step
+ * word: fingerprint tag and step) and 56 bytes of data; the first line's
+ * data begins with the call's whole fingerprint. Each rank has
+ * SHM_LL_DEPTH areas, used by step in turn. Parts of up to SHM_LL_BYTES
+ * (440): beyond a few lines the copies in and out of the lines' pieces
+ * cost more than the transfer they save (docs/PERFORMANCE.md).
+ */
+#define SHM_LL_LINES 8
+#define SHM_LL_DEPTH 4
+#define SHM_LL_DATA (SHM_LINE - 8)          /* data bytes of a line */
+#define SHM_LL_FIRST (SHM_LL_DATA - 8)      /* of the first, after the fingerprint */
+#define SHM_LL_BYTES (SHM_LL_FIRST + (SHM_LL_LINES - 1) * SHM_LL_DATA)
+
+typedef struct {
+    _Atomic uint64_t flag;
+    unsigned char data[SHM_LL_DATA];
+} shm_ll_line_t;
+
+_Static_assert(sizeof(shm_ll_line_t) == SHM_LINE, "a small-call line is one cache line");
+
+/* Where the areas and the staging slots begin in a region. */
+#define SHM_LL_OFFSET 4096
+#define SHM_DATA_OFFSET                                                                   \
+    ((SHM_LL_OFFSET + SHM_LL_DEPTH * SHM_LL_LINES * SHM_LINE + 4095) / 4096 * 4096)
 
 /*
  * A step word: the low 48 bits count the steps this rank has finished, the
@@ -108,6 +135,7 @@ struct shm_node {
     int use_cma;
     pid_t *pids;
     uint64_t step;              /* this rank's last posted step (mirror of own ctrl->step) */
+    uint64_t seen;              /* a step every local rank is known to have posted */
     uint64_t slot_free[2];      /* step after which every rank is done reading slot i */
     int slot;                   /* slot of the next round */
     /*
@@ -138,7 +166,7 @@ struct shm_node {
     struct shm_cuda *cuda;      /* CUDA path: peers' opened buffers, scratch (first call) */
 };
 
-_Static_assert(sizeof(shm_ctrl_t) <= SHM_DATA_OFFSET, "shm_ctrl_t overlaps the slots");
+_Static_assert(sizeof(shm_ctrl_t) <= SHM_LL_OFFSET, "shm_ctrl_t overlaps the small-call areas");
 
 static inline char *shm_slot(const shm_node_t *node, int rank, int slot)
 {
@@ -157,8 +185,14 @@ int shm_reached(shm_node_t *node, uint64_t step, uint64_t base, uint32_t tag, in
 int shm_pid_gone(pid_t pid);
 /* Measure how long a poll of the spin takes, for learning how long to spin. */
 void shm_spin_calibrate(shm_node_t *node);
-/* Spin, yield, then sleep on peer's bell until its step word changes or max_us pass. */
-void shm_sleep(shm_node_t *node, int peer, uint64_t step, unsigned max_us);
+/* A local rank that gave up or is gone: its status (< 0) after saying so, else 0. */
+int shm_any_failed(shm_node_t *node);
+/*
+ * Spin, yield, then sleep on peer's bell until word (one of peer's step
+ * words; NULL: its step counter) reaches step or max_us pass.
+ */
+void shm_sleep(shm_node_t *node, int peer, const _Atomic uint64_t *word, uint64_t step,
+               unsigned max_us);
 
 /* Copies and reductions. */
 void shm_copy(void *dst, const void *src, size_t bytes, int streaming);
@@ -216,6 +250,10 @@ int shm_stage_check(const shm_node_t *node, int slot, uint64_t fp, int *marked_p
  * else INVALID_ARG. */
 void shm_desc_publish(shm_node_t *node, const coll_args_t *a, uint64_t fp);
 int shm_desc_check(const shm_node_t *node, const coll_args_t *a, uint64_t fp);
+
+/* Small calls on the lines of the areas (shm_ll.c): whether a call fits, and its steps. */
+int shm_ll_fits(const coll_args_t *a);
+int shm_ll_progress(shm_op_t *op);
 
 /* The CUDA path (shm_cuda.c): a call's steps, and what the node keeps for it. */
 int shm_cuda_progress(shm_op_t *op);

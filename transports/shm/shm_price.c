@@ -14,6 +14,7 @@
  */
 #include <math.h>
 
+#include "transports/shm/shm_internal.h"
 #include "transports/shm/shm_team.h"
 
 #define SHM_PRICE_STEP          1.5e-6          /* one step of every rank seen by all */
@@ -116,6 +117,22 @@ static double cma(const shm_price_t *t, coll_type_t coll, double n)
     return 2 * t->step + t->share * work;
 }
 
+/*
+ * A small call: one step, whose data comes with the flags the waiters read,
+ * so half the wait of a staging round; the copies and reductions are a
+ * staging call's. Only parts that fit the small-call area.
+ */
+static double ll(const shm_price_t *t, coll_type_t coll, double n)
+{
+    shm_price_t once = *t;
+
+    if ((coll == COLL_ALLGATHER ? n / t->p : n) > SHM_LL_BYTES)
+        return INFINITY;
+    once.step = t->step / 2;
+    once.slot = n > 1 ? n : 1;      /* one round */
+    return flat(&once, coll, n);
+}
+
 /* Device kernels: two waits, and each byte of the vector read once and written once. */
 static double device(const shm_price_t *t, double n)
 {
@@ -146,6 +163,8 @@ double shm_price(const tl_coll_ctx_t *ctx, const tl_team_desc_t *team, int varia
         return cma(&t, coll, n);
     case SHM_CUDA:
         return device(&t, n);
+    case SHM_LL:
+        return ll(&t, coll, n);
     default:
         return INFINITY;
     }

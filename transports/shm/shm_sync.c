@@ -6,7 +6,8 @@
  * its last check, and a poster rings the bell only when someone sleeps.
  *
  * How long to spin is learnt, within CHORUS_SHM_SPIN: twice what recent
- * waits took. A peer that is running posts soon, and a waiter that sleeps
+ * waits took, growing at once after a long wait and shrinking by an eighth
+ * after a short one (one short wait says little of the next). A peer that is running posts soon, and a waiter that sleeps
  * instead costs both sides a wake-up through the kernel, which makes the
  * next waits longer still; so a wait that ended soon after the spin gave
  * up lengthens the next spin to cover it. A peer that is not running (the
@@ -82,7 +83,7 @@ void shm_node_fail(shm_node_t *node, chorus_status_t status)
 }
 
 /* A peer that gave up, or whose process is gone: every waiter stops at once. */
-static int any_failed(shm_node_t *node)
+int shm_any_failed(shm_node_t *node)
 {
     if (node->dead_peer >= 0) {
         chorus_error("local rank %d (pid %d) is gone", node->dead_peer,
@@ -103,7 +104,7 @@ static int any_failed(shm_node_t *node)
 
 int shm_reached(shm_node_t *node, uint64_t step, uint64_t base, uint32_t tag, int *peer_p)
 {
-    int rc = any_failed(node);
+    int rc = shm_any_failed(node);
 
     if (rc < 0)
         return rc;
@@ -124,12 +125,21 @@ int shm_reached(shm_node_t *node, uint64_t step, uint64_t base, uint32_t tag, in
             return 0;
         }
     }
+    if (step > node->seen)
+        node->seen = step;
     return 1;
 }
 
-static int peer_moved(shm_ctrl_t *c, uint64_t step)
+/*
+ * Whether word reached step, or the peer's counter did (a peer stores its
+ * counter after any other step word, and the counter is what orders the
+ * sleepers with the bell), or the peer gave up.
+ */
+static int peer_moved(shm_ctrl_t *c, const _Atomic uint64_t *word, uint64_t step)
 {
-    return (atomic_load(&c->step) & SHM_STEP_MASK) >= step || atomic_load(&c->failed) != 0;
+    return (atomic_load(word) & SHM_STEP_MASK) >= step ||
+           (word != &c->step && (atomic_load(&c->step) & SHM_STEP_MASK) >= step) ||
+           atomic_load(&c->failed) != 0;
 }
 
 /* The kernel's flag of a process that has begun to exit (include/linux/sched.h). */
@@ -195,11 +205,12 @@ void shm_spin_calibrate(shm_node_t *node)
 }
 
 /* The spin; 1 when the peer moved during it. */
-static int spin(shm_node_t *node, shm_ctrl_t *c, uint64_t step)
+static int spin(shm_node_t *node, shm_ctrl_t *c, const _Atomic uint64_t *word, uint64_t step)
 {
     for (size_t i = 0; i < node->spin; i++) {
-        if (peer_moved(c, step)) {
-            spin_set(node, 2.0 * (double)i);
+        if (peer_moved(c, word, step)) {
+            /* Grow at once, shrink slowly: one short wait says little of the next. */
+            spin_set(node, fmax(2.0 * (double)i, 0.875 * (double)node->spin));
             return 1;
         }
         shm_pause();
@@ -211,14 +222,15 @@ static int spin(shm_node_t *node, shm_ctrl_t *c, uint64_t step)
  * Yield a few times; 1 when the peer moved. With learn set, *shared_p
  * says whether a yield let another task run on this core.
  */
-static int yield(shm_ctrl_t *c, uint64_t step, int learn, int *shared_p)
+static int yield(shm_ctrl_t *c, const _Atomic uint64_t *word, uint64_t step, int learn,
+                 int *shared_p)
 {
     double now = learn ? chorus__now() : 0;
 
     for (int i = 0; i < SHM_YIELDS; i++) {
         double before = now;
 
-        if (peer_moved(c, step))
+        if (peer_moved(c, word, step))
             return 1;
         sched_yield();
         if (learn) {
@@ -226,10 +238,11 @@ static int yield(shm_ctrl_t *c, uint64_t step, int learn, int *shared_p)
             *shared_p |= now - before > SHM_YIELD_SWITCHED_S;
         }
     }
-    return peer_moved(c, step);
+    return peer_moved(c, word, step);
 }
 
-void shm_sleep(shm_node_t *node, int peer, uint64_t step, unsigned max_us)
+void shm_sleep(shm_node_t *node, int peer, const _Atomic uint64_t *word, uint64_t step,
+               unsigned max_us)
 {
     shm_ctrl_t *c = node->ctrl[peer];
     struct timespec ts = {.tv_sec = max_us / 1000000, .tv_nsec = (long)(max_us % 1000000) * 1000};
@@ -237,20 +250,23 @@ void shm_sleep(shm_node_t *node, int peer, uint64_t step, unsigned max_us)
     double gave_up;
     uint32_t bell;
 
-    if (spin(node, c, step))
+    if (word == NULL)
+        word = &c->step;
+    if (spin(node, c, word, step))
         return;
     gave_up = learn ? chorus__now() : 0;
-    if (!yield(c, step, learn, &shared)) {
+    if (!yield(c, word, step, learn, &shared)) {
         atomic_fetch_add(&c->sleepers, 1);
         bell = atomic_load(&c->bell);
         /* Gone, and without the step: a peer may post it and leave while the futex times out. */
-        if (!peer_moved(c, step) && futex(&c->bell, FUTEX_WAIT, bell, &ts) != 0 &&
-            errno == ETIMEDOUT && shm_pid_gone(node->pids[peer]) && !peer_moved(c, step))
+        if (!peer_moved(c, word, step) && futex(&c->bell, FUTEX_WAIT, bell, &ts) != 0 &&
+            errno == ETIMEDOUT && shm_pid_gone(node->pids[peer]) && !peer_moved(c, word, step))
             node->dead_peer = peer;     /* killed: it will never post again */
         atomic_fetch_sub(&c->sleepers, 1);
     }
     if (learn)
-        spin_learn_late(node, peer_moved(c, step) ? chorus__now() - gave_up : INFINITY, shared);
+        spin_learn_late(node, peer_moved(c, word, step) ? chorus__now() - gave_up : INFINITY,
+                        shared);
 }
 
 void shm_part(size_t m, size_t unit, int n, int j, size_t *lo, size_t *hi)
