@@ -208,7 +208,9 @@ void shm_spin_calibrate(shm_node_t *node)
 static int spin(shm_node_t *node, shm_ctrl_t *c, const _Atomic uint64_t *word, uint64_t step)
 {
     for (size_t i = 0; i < node->spin; i++) {
-        if (peer_moved(c, word, step)) {
+        /* The word alone while spinning (a peer that gave up is seen once the spin is
+         * over): every other line polled here is one more that the peer must take back. */
+        if ((atomic_load(word) & SHM_STEP_MASK) >= step) {
             /* Grow at once, shrink slowly: one short wait says little of the next. */
             spin_set(node, fmax(2.0 * (double)i, 0.875 * (double)node->spin));
             return 1;
