@@ -56,7 +56,7 @@ typedef struct {
     tl_coll_ctx_t *team_ctx;
     tl_team_desc_t team_desc;
     const tune_model_t *model;
-    int cores;                      /* fewest cores any rank may run on; 0: not known */
+    int cores;                      /* cores the ranks run on at once; 0: not known */
     coll_mem_t mem;
 } coll_env_t;
 

@@ -1,7 +1,7 @@
 /*
  * What a new communicator agrees on before its first call, over its own
  * setup space: whether a collective transport serves the ranks of each of
- * its nodes (a node team), the fewest cores any rank runs on, and from
+ * its nodes (a node team), the cores its ranks run on at once (the fewest of any node), and from
  * these, the selection table every rank builds alike.
  */
 #include <stdio.h>
@@ -10,6 +10,7 @@
 
 #include "core/comm.h"
 #include "topology/topo.h"
+#include "tuning/cores.h"
 #include "tuning/tune_config.h"
 #include "util/log.h"
 
@@ -40,6 +41,7 @@ chorus_status_t chorus__comm_setup_min(chorus_comm_t comm, const int32_t *mine, 
 typedef struct {
     int32_t has[CHORUS__TEAMS_MAX];     /* this rank made a card */
     unsigned char card[CHORUS__TEAMS_MAX][TL_TEAM_CARD_MAX];
+    tune_cpus_t cpus;                   /* the cores this rank may run on */
 } setup_card_t;
 
 typedef struct {
@@ -54,6 +56,7 @@ static chorus_status_t setup_cards(chorus_comm_t comm, setup_card_t *mine, setup
     chorus__ctx_t *ctx = comm->ctx;
 
     memset(mine, 0, sizeof(*mine));
+    tune_cpus_mine(&mine->cpus);
     if (comm->local_size < 2)
         return CHORUS_OK;   /* alone on its node: nothing to serve */
     for (int i = 0; i < ctx->nteams; i++) {
@@ -106,14 +109,29 @@ static chorus_status_t setup_join(chorus_comm_t comm, const setup_card_t *all, s
     return status;
 }
 
+/* The cores this rank's node runs its ranks of the communicator on at once (tune_node_cores). */
+static int setup_node_cores(chorus_comm_t comm, const setup_card_t *all)
+{
+    tune_cpus_t *masks = calloc((size_t)comm->local_size, sizeof(*masks));
+    int cores;
+
+    if (masks == NULL)
+        return 1;
+    for (int j = 0; j < comm->local_size; j++)
+        masks[j] = all[comm->node_members[j]].cpus;
+    cores = tune_node_cores(masks, comm->local_size);
+    free(masks);
+    return cores;
+}
+
 /*
  * Step 3: every rank's flags, ANDed (as the minimum of one value per bit),
- * and the fewest cores. A rank alone on its node votes for everything; a
- * rank without a team of a transport votes it down everywhere, so that all
- * ranks build the same selection table.
+ * and the fewest cores of any node. A rank alone on its node votes for
+ * everything; a rank without a team of a transport votes it down
+ * everywhere, so that all ranks build the same selection table.
  */
-static chorus_status_t setup_vote(chorus_comm_t comm, const setup_teams_t *t, uint32_t *agreed,
-                                  int *cores_p)
+static chorus_status_t setup_vote(chorus_comm_t comm, const setup_teams_t *t, int node_cores,
+                                  uint32_t *agreed, int *cores_p)
 {
     enum { n = CHORUS__TEAMS_MAX * SETUP_FLAG_BITS };
     int32_t mine[n + 1], all[n + 1];
@@ -125,7 +143,7 @@ static chorus_status_t setup_vote(chorus_comm_t comm, const setup_teams_t *t, ui
             mine[i * SETUP_FLAG_BITS + b] = alone || ((t->flags[i] >> b) & 1u);
         }
     }
-    mine[n] = (int32_t)tune_usable_cores();
+    mine[n] = (int32_t)node_cores;
     status = chorus__comm_setup_min(comm, mine, all, n + 1);
     if (status != CHORUS_OK)
         return status;
@@ -186,6 +204,7 @@ static chorus_status_t setup_teams(chorus_comm_t comm)
     setup_teams_t t;
     uint32_t agreed[CHORUS__TEAMS_MAX];
     chorus_status_t status;
+    int node_cores = 1;
 
     memset(&t, 0, sizeof(t));
     if (all == NULL)
@@ -193,11 +212,13 @@ static chorus_status_t setup_teams(chorus_comm_t comm)
     status = setup_cards(comm, &mine, &t);
     if (status == CHORUS_OK)
         status = chorus__comm_setup_allgather(comm, &mine, sizeof(mine), all);
-    if (status == CHORUS_OK)
+    if (status == CHORUS_OK) {
+        node_cores = setup_node_cores(comm, all);
         status = setup_join(comm, all, &t);
+    }
     free(all);
     if (status == CHORUS_OK)
-        status = setup_vote(comm, &t, agreed, &comm->cores);
+        status = setup_vote(comm, &t, node_cores, agreed, &comm->cores);
     for (int i = 0; i < ctx->nteams; i++) {
         if (t.pending[i] != NULL)
             ctx->ctl[i]->team_abandon(ctx->ctl_ctx[i], t.pending[i]);

@@ -15,8 +15,8 @@
  *      the others' parts; *flags_p says what worked (TL_TEAM_OK and the
  *      transport's own bits);
  *   3. team_seal: with the flags every member of every team of the
- *      communicator agreed on (a bitwise AND) and the fewest cores any of
- *      them runs on; a team whose agreed flags lack TL_TEAM_OK is destroyed
+ *      communicator agreed on (a bitwise AND) and the cores the members of
+ *      a node run on at once, fewest of any node; a team whose agreed flags lack TL_TEAM_OK is destroyed
  *      instead.
  *
  * Members are numbered 0 .. size-1; a collective's coll_args_t uses these
@@ -52,7 +52,7 @@ typedef struct {
 /* What pricing needs to know of a team, also of one that does not exist (chorus-info). */
 typedef struct {
     int size;                   /* members */
-    int cores;                  /* fewest cores any member may run on; 0: as many as members */
+    int cores;                  /* cores the members run on at once; 0: as many as members */
     uint32_t flags;             /* agreed team flags */
 } tl_team_desc_t;
 

@@ -95,7 +95,7 @@ chorus_status_t shm_node_create(shm_region_t *own, const shm_card_t *cards, int 
                                 int *cma_ok_p);
 /*
  * After every local rank has mapped every region: the memfd is no longer
- * needed. cores: the fewest cores any local rank may run on (0: unknown).
+ * needed. cores: the cores the local ranks run on at once (0: unknown).
  */
 void shm_node_seal(shm_node_t *node, int use_cma, int cores);
 void shm_node_destroy(shm_node_t *node);
