@@ -13,13 +13,17 @@
 #include "tools/tool_version.h"
 
 static const char *const usage_text =
-    "usage: chorus-run [-n N | -np N] [--prefix|-p] [--timeout S] PROGRAM [ARGS...]\n"
+    "usage: chorus-run [-n N | -np N] [--prefix|-p] [--bind B] [--timeout S] PROGRAM "
+    "[ARGS...]\n"
     "       chorus-run --help | --version\n"
     "\n"
     "Runs N copies (ranks) of PROGRAM on this machine and waits for all of them.\n"
     "\n"
     "  -n N, -np N    number of ranks, 1..%d (default 1)\n"
     "  -p, --prefix   prefix every line the ranks print with \"[rank] \"\n"
+    "  --bind B       core: each rank on one CPU of chorus-run's own, in turn; none:\n"
+    "                 wherever chorus-run may run; auto (default): core when the\n"
+    "                 ranks are at most its CPUs, else none\n"
     "  --timeout S    terminate the job after S seconds (exit code 124)\n"
     "  -h, --help     print this help\n"
     "  --version      print the version of chorus-run\n"
@@ -88,6 +92,11 @@ int main(int argc, char **argv)
                         "integer from 1 to %d\n", argv[i], a, LAUNCH_MAX_RANKS);
                 return 2;
             }
+        } else if (strcmp(a, "--bind") == 0) {
+            if (i + 1 >= argc)
+                return bad_usage("option %s needs core, none or auto", a);
+            if (launch_parse_bind(argv[++i], &opts.bind) != 0)
+                return bad_usage("invalid binding '%s': expected core, none or auto", argv[i]);
         } else if (strcmp(a, "--timeout") == 0) {
             if (i + 1 >= argc)
                 return bad_usage("option %s needs a number of seconds", a);

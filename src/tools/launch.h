@@ -30,8 +30,16 @@
 /* Exit code when the launcher itself failed (no free port, fork failed, ...). */
 #define LAUNCH_EXIT_ERROR 1
 
+/* launch_opts_t.bind: where the ranks may run. */
+typedef enum {
+    LAUNCH_BIND_AUTO = 0,  /* a CPU each when the ranks fit the launcher's CPUs, else as it */
+    LAUNCH_BIND_CORE,      /* a CPU each, in turn over the launcher's CPUs */
+    LAUNCH_BIND_NONE       /* wherever the launcher may run */
+} launch_bind_t;
+
 typedef struct {
     int nranks;            /* 1..LAUNCH_MAX_RANKS */
+    launch_bind_t bind;
     int prefix;            /* prefix every output line with "[rank] " */
     double timeout_s;      /* stop the job after this long; <= 0: no limit */
     double grace_s;        /* SIGTERM to SIGKILL delay; <= 0: LAUNCH_DEFAULT_GRACE_S */
@@ -55,5 +63,8 @@ int launch_run(const launch_opts_t *opts, char *const argv[]);
  * with nothing after it. Returns 0 and sets *nranks_p, or -1.
  */
 int launch_parse_nranks(const char *text, int *nranks_p);
+
+/* Parses "core", "none" or "auto" for --bind. Returns 0 and sets *bind_p, or -1. */
+int launch_parse_bind(const char *text, launch_bind_t *bind_p);
 
 #endif

@@ -55,6 +55,33 @@ check "fresh secret per job" [ -n "$s2" -a "$s1" != "$s2" ]
 check "other variables are kept" [ "$(FOO_KEEP=bar crun -n 1 sh -c 'echo $FOO_KEEP')" = "bar" ]
 check "stdin is /dev/null" [ "$(echo data | crun -n 1 sh -c 'cat; echo end')" = "end" ]
 
+# ---- binding ------------------------------------------------------------------
+# Each rank writes the CPUs it may run on, as Cpus_allowed_list prints them.
+ncpu=$(nproc)
+allowed='grep Cpus_allowed_list /proc/self/status | cut -f2 > "$0/cpu.$CHORUS_RANK"'
+rm -f "$TMP"/cpu.*
+crun -n 2 --bind core sh -c "$allowed" "$TMP"
+check "--bind core: rank 0 on one CPU" grep -qx '[0-9]*' "$TMP/cpu.0"
+if [ "$ncpu" -ge 2 ]; then
+    check "--bind core: two ranks on two CPUs" [ "$(cat "$TMP/cpu.0")" != "$(cat "$TMP/cpu.1")" ]
+    rm -f "$TMP"/cpu.*
+    crun -n 2 sh -c "$allowed" "$TMP"
+    check "default: 2 ranks fit, bound one to a CPU" \
+        [ "$(cat "$TMP"/cpu.* | grep -c '^[0-9]*$')" -eq 2 ]
+fi
+rm -f "$TMP"/cpu.*
+crun -n $((ncpu + 1)) sh -c "$allowed" "$TMP"
+check "default: more ranks than CPUs run unbound" \
+    [ "$(cat "$TMP"/cpu.* | sort -u)" = "$(sh -c 'grep Cpus_allowed_list /proc/self/status | cut -f2')" ]
+rm -f "$TMP"/cpu.*
+crun -n 2 --bind none sh -c "$allowed" "$TMP"
+check "--bind none: unbound" \
+    [ "$(cat "$TMP"/cpu.* | sort -u)" = "$(sh -c 'grep Cpus_allowed_list /proc/self/status | cut -f2')" ]
+crun -n 2 --bind sometimes true 2> "$TMP/bind.err"
+rc=$?
+check "--bind with a bad value: exit 2 (got $rc)" [ "$rc" -eq 2 ]
+check "--bind with a bad value: says why" grep -q "invalid binding 'sometimes'" "$TMP/bind.err"
+
 # ---- output prefix ----------------------------------------------------------
 crun -n 3 --prefix sh -c 'echo "out $CHORUS_RANK"; echo "err $CHORUS_RANK" >&2;
     printf "ab"; sleep 0.2; printf "cd\nno-newline"' > "$TMP/out" 2> "$TMP/err"
