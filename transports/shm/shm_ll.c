@@ -34,8 +34,8 @@ static size_t part_bytes(const coll_args_t *a)
 {
     size_t es = chorus_dtype_size(a->dtype);
 
-    if (a->counts != NULL || es == 0)
-        return SIZE_MAX;
+    if (a->counts != NULL || es == 0 || a->count > SHM_LL_BYTES)
+        return SIZE_MAX;    /* the count first: count * es cannot wrap then */
     switch (a->coll) {
     case COLL_ALLREDUCE:
     case COLL_REDUCE:
