@@ -52,6 +52,7 @@ typedef struct {
     int rank;
     int size;
     size_t chunk_bytes;
+    int cores;                  /* the communicator's: cores a node's ranks run on at once */
 } coll_fc_args_t;
 
 /* float32 for the 16-bit types and float32, float64 for float64: what products use. */
@@ -68,7 +69,7 @@ typedef struct {
     chorus_dtype_t dtype;
     double gemm_rate;           /* flop/s of the products on one core, the slowest rank's */
     int machine_ranks;          /* most ranks on one machine instance (sharing its cores) */
-    int cores;                  /* fewest cores a rank may run on */
+    int cores;                  /* cores a node's ranks run on at once, fewest of any node */
 } coll_fc_shape_t;
 
 /* Most row blocks the cost model gives late-multiply. */

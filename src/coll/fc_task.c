@@ -35,7 +35,7 @@ typedef struct {
     uint32_t dtype;
     uint32_t force;
     uint32_t blocks;
-    uint32_t cores;             /* it may run on */
+    uint32_t cores;             /* its node's ranks run on at once (coll_fc_args_t.cores) */
     uint64_t rate_bits;
     uint64_t machine;           /* chorus__machine_id() */         /* the double flop/s of its products */
 } fc_meta_t;
@@ -228,7 +228,7 @@ static void fc_meta_fill(fc_task_t *t)
     t->mine.force = htole32((uint32_t)t->a.force);
     t->mine.blocks = htole32((uint32_t)t->a.blocks);
     t->mine.rate_bits = htole64(bits);
-    t->mine.cores = htole32((uint32_t)tune_usable_cores());
+    t->mine.cores = htole32((uint32_t)(t->a.cores > 0 ? t->a.cores : tune_usable_cores()));
     t->mine.machine = htole64(chorus__machine_id());
 }
 

@@ -173,6 +173,7 @@ static chorus_status_t fc_start(const char *fn, const void *x, const void *e, si
     a.rank = comm->rank;
     a.size = comm->size;
     a.chunk_bytes = comm->ctx->cfg.chunk_bytes;
+    a.cores = comm->cores;
     report.count = in * out;
     status = chorus__call_made(comm, "fc_weight_grad", &report, fc_make, &a, &req);
     if (status == CHORUS_OK)
