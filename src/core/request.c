@@ -193,7 +193,9 @@ static chorus_status_t call_inline(chorus_comm_t comm, const coll_args_t *args,
                                    uint64_t seq)
 {
     chorus__ctx_t *ctx = comm->ctx;
-    double started = chorus__now();
+    /* The clock is read at the first wait (or at once, for the trace): a small call that is
+     * over at its first progress reads none. */
+    double started = ctx->trace != NULL ? chorus__now() : 0;
     chorus_request_t req;
     chorus_status_t status = chorus__task_post(task);
 
@@ -221,7 +223,9 @@ static chorus_status_t call_inline(chorus_comm_t comm, const coll_args_t *args,
                                                           : CHORUS_ERR_ABORTED;
             break;
         }
-        if (chorus__now() - started > CALL_INLINE_HANDOFF_S) {
+        if (started == 0) {
+            started = chorus__now();
+        } else if (chorus__now() - started > CALL_INLINE_HANDOFF_S) {
             /* The call stays outstanding: the progress thread finishes it. */
             req = request_new(comm, coll_type_name(args->coll), args, alg->name, via, task,
                               seq, 0, started);
