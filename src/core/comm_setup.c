@@ -1,8 +1,9 @@
 /*
  * What a new communicator agrees on before its first call, over its own
  * setup space: whether a collective transport serves the ranks of each of
- * its nodes (a node team), the cores its ranks run on at once (the fewest of any node), and from
- * these, the selection table every rank builds alike.
+ * its nodes (a node team), how many cores a node's ranks run on at once
+ * (the fewest of any node), and from these, the selection table every rank
+ * builds alike.
  */
 #include <stdio.h>
 #include <stdlib.h>
