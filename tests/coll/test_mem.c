@@ -18,6 +18,7 @@
 #include "coll_matrix.h"
 #include "harness.h"
 #include "lib/proc_res.h"
+#include "transports/shm/shm_internal.h"
 
 static const size_t small_counts[] = {0, 1, 7, 1023};
 
@@ -127,8 +128,16 @@ Test(mem, split_halves, .timeout = 600)
 /*
  * Which path ran: with chorus memory on every rank a node-local call that
  * would stage runs on the buffers directly ("shm_mem"); with it on some
- * ranks only, it stages as usual. Every rank decides alike.
+ * ranks only, it stages as usual. Small calls take the one-step path
+ * ("shm_ll") whatever the memory. Every rank decides alike.
  */
+static int path_is(const char *alg, size_t bytes, int direct)
+{
+    if (bytes <= SHM_LL_BYTES)
+        return strcmp(alg, "shm_ll") == 0;
+    return (strcmp(alg, "shm_mem") == 0) == direct;
+}
+
 static int path_rank(chorus_comm_t comm, int rank, int size, void *arg)
 {
     static const size_t counts[] = {1, 1000, 1 << 20};
@@ -158,7 +167,7 @@ static int path_rank(chorus_comm_t comm, int rank, int size, void *arg)
                 fprintf(stderr, "rank %d: %zu floats: element %zu is %g, not %d\n", rank, n,
                         i, (double)buf[i], size * (size + 1) / 2);
         }
-        if ((strcmp(alg, "shm_mem") == 0) == mixed) {
+        if (!path_is(alg, bytes, !mixed)) {
             fprintf(stderr, "rank %d: %zu floats, chorus memory on %s: served by %s\n", rank,
                     n, mixed ? "rank 0 only" : "every rank", alg);
             return RC_PATH;
@@ -211,7 +220,7 @@ static int bcast_rank(chorus_comm_t comm, int rank, int size, void *arg)
         chorus_request_free(req);
         for (size_t i = 0; i < n; i++)
             wrong += buf[i] != (float)(i % 13 + 1);
-        if (wrong || strcmp(alg, "shm_mem") != 0) {
+        if (wrong || !path_is(alg, bytes, 1)) {
             fprintf(stderr, "rank %d: broadcast of %zu floats from chorus memory on the root: "
                     "%zu wrong, served by %s\n", rank, n, wrong, alg);
             return wrong ? RC_FAIL : RC_PATH;

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "lib/dev_shm.h"
-#include "transports/shm/shm.h"
+#include "transports/shm/shm_internal.h"
 
 #define NOBODY 65534
 
@@ -52,8 +52,8 @@ Test(shm_region, memfd_owner_only_not_in_dev_shm)
     cr_expect_eq(st.st_mode & 07777, 0600, "region mode is %o, not 600",
                  (unsigned)(st.st_mode & 07777));
     cr_expect_eq(st.st_uid, getuid());
-    cr_expect_eq((size_t)st.st_size, 4096 + 2 * cfg.slot_bytes, "region is %lld bytes",
-                 (long long)st.st_size);
+    cr_expect_eq((size_t)st.st_size, SHM_DATA_OFFSET + 2 * cfg.slot_bytes,
+                 "region is %lld bytes", (long long)st.st_size);
     /* A memfd's /proc link reads "/memfd:<name> (deleted)": it has no path anywhere. */
     snprintf(path, sizeof(path), "/proc/self/fd/%d", card.fd);
     len = readlink(path, target, sizeof(target) - 1);
