@@ -44,6 +44,7 @@ import tensorflow as tf
 
 from .. import _job
 from .. import comm as C
+from .._compression import Compression, Compressor, wire_compression
 from .._lib import ChorusError
 from . import _ops
 
@@ -69,65 +70,6 @@ _OP_NAMES = {Average: "Average", Sum: "Sum", Min: "Min", Max: "Max", Product: "P
 _OPS_OP = {Average: "avg", Sum: "sum", Min: "min", Max: "max", Product: "prod"}
 
 _MODULE = "chorus.tensorflow"
-
-
-# ---- compression ---------------------------------------------------------------------
-
-class Compressor:
-    """How an allreduce's values cross the network.
-
-    wire is the compression chorus.tensorflow._ops applies to float32 tensors reduced by
-    Sum or Average ("fp16" or "bf16"): values travel as float16 or bfloat16 with a scale
-    the ranks agree on and are added in float32 at every hop (chorus_allreduce(3), "Wire
-    compression"). Other dtypes and ops travel as they are.
-
-    A subclass that overrides compress() and decompress() is run in Python instead, as
-    Horovod runs its compressors: compress(tensor) -> (tensor to reduce, context) before,
-    decompress(reduced, context) -> result after.
-    """
-
-    wire = None
-
-    @staticmethod
-    def compress(tensor):
-        return tensor, None
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        return tensor
-
-
-class NoneCompressor(Compressor):
-    """No compression."""
-
-
-class FP16Compressor(Compressor):
-    """float32 values cross the network as float16, added in float32."""
-
-    wire = "fp16"
-
-
-class BF16Compressor(Compressor):
-    """float32 values cross the network as bfloat16, added in float32."""
-
-    wire = "bf16"
-
-
-class Compression:
-    """The compressors, by Horovod's names: Compression.none, .fp16, .bf16."""
-
-    none = NoneCompressor
-    fp16 = FP16Compressor
-    bf16 = BF16Compressor
-
-
-def _wire_compression(compression):
-    """(wire, None) for a wire compressor; (None, compressor) for one run in Python."""
-    if compression is None:
-        return None, None
-    if getattr(compression, "compress", None) is Compressor.compress:
-        return getattr(compression, "wire", None), None
-    return None, compression
 
 
 # ---- state -----------------------------------------------------------------------------
@@ -237,7 +179,7 @@ def _scale(t, factor, call, which):
 # ---- collectives -----------------------------------------------------------------------
 
 def _allreduce_dense(t, name, op, prescale, postscale, compression, call):
-    wire, py_compressor = _wire_compression(compression)
+    wire, py_compressor = wire_compression(compression)
     ctx = None
     src = t
     if py_compressor is not None:
@@ -346,7 +288,7 @@ def reducescatter(tensor, op=Average, name=None, compression=Compression.none,
     t = tf.convert_to_tensor(tensor)
     if t.shape.rank == 0:
         raise ValueError("%s.%s: the tensor needs at least one dimension" % (_MODULE, call))
-    _, py_compressor = _wire_compression(compression)
+    _, py_compressor = wire_compression(compression)
     ctx = None
     if py_compressor is not None:
         t, ctx = py_compressor.compress(t)

@@ -51,6 +51,7 @@ import torch
 
 from .. import _job
 from .. import comm as C
+from .._compression import Compression, Compressor, wire_compression
 from .._lib import ChorusError
 from . import launch
 from ._tensors import BACKEND, Staged, Unsupported, host, reduce_dtype
@@ -85,63 +86,15 @@ _INVALID_ARG = -1               # chorus_status_t CHORUS_ERR_INVALID_ARG
 _MODULE = "chorus.torch.horovod"
 
 
-# ---- compression ---------------------------------------------------------------------
+# ---- compression (chorus._compression) -----------------------------------------------
 
-class Compressor:
-    """How an allreduce's values cross the network.
-
-    wire_flag is the chorus flag (chorus.comm.COMPRESS_FP16 / COMPRESS_BF16) the engine
-    applies to float32 tensors reduced by Sum or Average: values travel as float16 or
-    bfloat16 with a scale the ranks agree on and are added in float32 at every hop
-    (chorus_allreduce(3), "Wire compression"). Other dtypes and ops travel as they are.
-
-    A subclass that overrides compress() and decompress() is run in Python instead, as
-    Horovod runs its compressors: compress(tensor) -> (tensor to reduce, context) before,
-    decompress(reduced, context) -> result after.
-    """
-
-    wire_flag = 0
-
-    @staticmethod
-    def compress(tensor):
-        return tensor, None
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        return tensor
-
-
-class NoneCompressor(Compressor):
-    """No compression."""
-
-
-class FP16Compressor(Compressor):
-    """float32 values cross the network as float16 (engine flag COMPRESS_FP16)."""
-
-    wire_flag = C.COMPRESS_FP16
-
-
-class BF16Compressor(Compressor):
-    """float32 values cross the network as bfloat16 (engine flag COMPRESS_BF16)."""
-
-    wire_flag = C.COMPRESS_BF16
-
-
-class Compression:
-    """The compressors, by Horovod's names: Compression.none, .fp16, .bf16."""
-
-    none = NoneCompressor
-    fp16 = FP16Compressor
-    bf16 = BF16Compressor
+_WIRE_FLAGS = {None: 0, "fp16": C.COMPRESS_FP16, "bf16": C.COMPRESS_BF16}
 
 
 def _wire_compression(compression):
-    """(flag, None) for a wire compressor; (0, compressor) for one run in Python."""
-    if compression is None:
-        return 0, None
-    if getattr(compression, "compress", None) is Compressor.compress:
-        return int(getattr(compression, "wire_flag", 0)), None
-    return 0, compression
+    """(engine flag, None) for a wire compressor; (0, compressor) for one run in Python."""
+    wire, py_compressor = wire_compression(compression)
+    return _WIRE_FLAGS[wire], py_compressor
 
 
 # ---- state -----------------------------------------------------------------------------
