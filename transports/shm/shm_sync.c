@@ -7,10 +7,11 @@
  *
  * How long to spin is learnt, within CHORUS_SHM_SPIN: twice what recent
  * waits took, growing at once after a long wait and shrinking by an eighth
- * after a short one (one short wait says little of the next). A peer that is running posts soon, and a waiter that sleeps
- * instead costs both sides a wake-up through the kernel, which makes the
- * next waits longer still; so a wait that ended soon after the spin gave
- * up lengthens the next spin to cover it. A peer that is not running (the
+ * after a short one (one short wait says little of the next). A peer that
+ * is running posts soon, and a waiter that sleeps instead costs both sides
+ * a wake-up through the kernel, which makes the next waits longer still;
+ * so a wait that ended soon after the spin gave up lengthens the next spin
+ * to cover it. A peer that is not running (the
  * machine has more work than cores, or the peer shares this rank's core)
  * posts late, or only once this rank yields, and spinning for it takes
  * the core it may need: a wait that ended late, or not at all, or after a
