@@ -67,7 +67,7 @@ struct chorus_comm {
     tune_model_t model;         /* env.model points here */
     coll_team_t node_team;      /* env.node_team points here when a collective transport serves the node */
     int *node_members;          /* [local_size]: the ranks of this rank's node, ascending */
-    int cores;                  /* cores the ranks run on at once, fewest of any node (tune_node_cores) */
+    int cores;                  /* cores a node's ranks run on at once, fewest of any node */
 
     chorus__port_t port;        /* the communicator's calls */
     chorus__port_t setup_port;  /* its creation-time exchanges */

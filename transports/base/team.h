@@ -16,8 +16,8 @@
  *      transport's own bits);
  *   3. team_seal: with the flags every member of every team of the
  *      communicator agreed on (a bitwise AND) and the cores the members of
- *      a node run on at once, fewest of any node; a team whose agreed flags lack TL_TEAM_OK is destroyed
- *      instead.
+ *      a node run on at once, fewest of any node; a team whose agreed
+ *      flags lack TL_TEAM_OK is destroyed instead.
  *
  * Members are numbered 0 .. size-1; a collective's coll_args_t uses these
  * positions. Calls on one team run one at a time in the order their tasks
