@@ -228,7 +228,7 @@ static void fc_meta_fill(fc_task_t *t)
     t->mine.force = htole32((uint32_t)t->a.force);
     t->mine.blocks = htole32((uint32_t)t->a.blocks);
     t->mine.rate_bits = htole64(bits);
-    t->mine.cores = htole32((uint32_t)(t->a.cores > 0 ? t->a.cores : tune_usable_cores()));
+    t->mine.cores = htole32((uint32_t)t->a.cores);
     t->mine.machine = htole64(chorus__machine_id());
 }
 
