@@ -3,7 +3,8 @@
  * and above a million, in place and out of place, checked exactly on every
  * rank. The ranks share this machine, so the default is the node-local
  * shared-memory team; other suites force each of its variants (with small
- * slots, so that calls take several rounds) and the TCP path.
+ * slots, so that calls take several rounds) and the TCP path, with one stream per
+ * peer and with several.
  */
 #include <stdlib.h>
 #include <criterion/criterion.h>
@@ -70,6 +71,23 @@ ParameterizedTest(int *nranks, coll, tcp, .timeout = 600)
 {
     setenv("CHORUS_SHM", "0", 1);
     run_matrix(*nranks, *nranks == 3 ? 1048583 : 0);
+}
+
+/*
+ * Over TCP with several streams per peer: payloads dealt in fragments over
+ * every lane (ranks x streams: 2 x 8, 3 x 4, 5 x 2).
+ */
+ParameterizedTestParameters(coll, tcp_streams)
+{
+    static int ranks[] = {2, 3, 5};
+    return cr_make_param_array(int, ranks, sizeof(ranks) / sizeof(ranks[0]));
+}
+
+ParameterizedTest(int *nranks, coll, tcp_streams, .timeout = 600)
+{
+    setenv("CHORUS_SHM", "0", 1);
+    setenv("CHORUS_TCP_STREAMS", *nranks == 2 ? "8" : *nranks == 3 ? "4" : "2", 1);
+    run_matrix(*nranks, *nranks == 5 ? 0 : 1048583);
 }
 
 /* Parameters cross into Criterion's test process by value: indexes, not pointers. */

@@ -29,9 +29,15 @@ static int frame_valid(const tl_tcp_frame_t *f)
     case TL_TCP_FRAME_RTS:
         return !ctrl && f->length > 0;
     case TL_TCP_FRAME_CTS:
-        return f->space == 0 && f->tag == 0;
+        /* space: the fragment size asked for; none for a dropped message. */
+        if (f->length == 0)
+            return f->space == 0 && f->tag == 0;
+        return f->tag == 0 && f->space >= TL_TCP_FRAG_MIN && f->space <= TL_TCP_FRAG_MAX &&
+               __builtin_popcount(f->space) == 1;
     case TL_TCP_FRAME_RDATA:
-        return f->space == 0 && f->tag == 0 && f->length > 0 && f->length <= TL_TCP_FRAG_MAX;
+        /* tag: the fragment's offset in its message. */
+        return f->space == 0 && f->tag < TL_TCP_MAX_MSG && f->length > 0 &&
+               f->length <= TL_TCP_FRAG_MAX;
     case TL_TCP_FRAME_CREDIT:
         return f->space == 0 && f->tag == 0 && f->id == 0;
     default:

@@ -40,15 +40,23 @@ static int put_msg(const char *name, uint8_t selector, const uint8_t *msg, size_
                len - CHORUS_BOOT_HEADER);
 }
 
-static void tcp_blob(uint8_t blob[TL_ADDR_MAX], const char *host, const char *port)
+/* A TCP address blob of one address, or of two when host2 is not NULL. */
+static void tcp_blob(uint8_t blob[TL_ADDR_MAX], const char *host, const char *port,
+                     const char *host2, int streams)
 {
-    tl_tcp_addr_t a;
+    tl_tcp_blob_t b;
 
-    memset(&a, 0, sizeof(a));
-    snprintf(a.host, sizeof(a.host), "%s", host);
-    snprintf(a.port, sizeof(a.port), "%s", port);
+    memset(&b, 0, sizeof(b));
+    b.count = host2 != NULL ? 2 : 1;
+    b.streams = (uint8_t)streams;
+    snprintf(b.addr[0].host, sizeof(b.addr[0].host), "%s", host);
+    snprintf(b.addr[0].port, sizeof(b.addr[0].port), "%s", port);
+    if (host2 != NULL) {
+        snprintf(b.addr[1].host, sizeof(b.addr[1].host), "%s", host2);
+        snprintf(b.addr[1].port, sizeof(b.addr[1].port), "%s", port);
+    }
     memset(blob, 0, TL_ADDR_MAX);
-    memcpy(blob, &a, sizeof(a));
+    memcpy(blob, &b, sizeof(b));
 }
 
 static int boot_seeds(void)
@@ -65,7 +73,7 @@ static int boot_seeds(void)
     n = chorus__boot_challenge_encode(msg, &keys);
     rc |= put("fuzz_boot_header", "challenge", msg, CHORUS_BOOT_HEADER, NULL, 0);
     rc |= put_msg("challenge", 1, msg, n);
-    tcp_blob(blob, "127.0.0.1", "41000");
+    tcp_blob(blob, "127.0.0.1", "41000", NULL, 1);
     n = chorus__boot_join_encode(msg, &keys, 1, 4, blob, sizeof(blob));
     rc |= put("fuzz_boot_header", "join", msg, CHORUS_BOOT_HEADER, NULL, 0);
     rc |= put_msg("join-tcp-blob", 2, msg, n);
@@ -125,6 +133,9 @@ static void stream_frame(stream_t *st, tl_tcp_frame_type_t type, uint32_t id, ui
 {
     tl_tcp_frame_t f = {type, 0, id, tag, length};
 
+    /* A CTS asks for whole 1 MiB fragments, as a receiver with one stream does. */
+    if (type == TL_TCP_FRAME_CTS && length > 0)
+        f.space = TL_TCP_FRAG_MAX;
     tl_tcp_header_encode((tl_tcp_hdr_t *)(st->bytes + st->len), &f);
     st->len += sizeof(tl_tcp_hdr_t);
     for (size_t i = 0; i < payload; i++)
@@ -177,25 +188,31 @@ static int tcp_seeds(void)
     rc |= header_seed("max-length", TL_TCP_FRAME_DATA, 0, 0, 1, TL_TCP_MAX_MSG);
     rc |= header_seed("control", TL_TCP_FRAME_DATA, 0, 0, TL_TAG_CTRL | 2, TL_CTRL_MAX);
     rc |= header_seed("rts", TL_TCP_FRAME_RTS, 7, 42, 3, 1 << 20);
-    rc |= header_seed("cts", TL_TCP_FRAME_CTS, 0, 42, 0, 1 << 20);
+    rc |= header_seed("cts", TL_TCP_FRAME_CTS, TL_TCP_FRAG_MAX, 42, 0, 1 << 20);
+    rc |= header_seed("cts-shared", TL_TCP_FRAME_CTS, 64 << 10, 42, 0, 8 << 20);
     rc |= header_seed("cts-dropped", TL_TCP_FRAME_CTS, 0, 42, 0, 0);
     rc |= header_seed("rdata", TL_TCP_FRAME_RDATA, 0, 42, 0, TL_TCP_FRAG_MAX);
+    rc |= header_seed("rdata-offset", TL_TCP_FRAME_RDATA, 0, 42, 3 << 16, 1 << 16);
     rc |= header_seed("credit", TL_TCP_FRAME_CREDIT, 0, 0, 0, 4 << 20);
     /* Acceptor rank 0 of 4 (size - 1 = 3, little-endian), hello from rank 2. */
     memset(prefix, 0, sizeof(prefix));
     prefix[0] = 3;
     memset(mac, 0xa5, sizeof(mac));
-    tl_tcp_hello_encode(&hello, 2, 0, mac);
+    tl_tcp_hello_encode(&hello, 2, 0, 0, mac);
     rc |= put("fuzz_tcp_hello", "from-2-to-0", prefix, sizeof(prefix), &hello, sizeof(hello));
+    tl_tcp_hello_encode(&hello, 2, 0, 3, mac);
+    rc |= put("fuzz_tcp_hello", "lane-3", prefix, sizeof(prefix), &hello, sizeof(hello));
     /* Acceptor rank 2 of 4: a lower rank connects as well. */
     prefix[4] = 2;
-    tl_tcp_hello_encode(&hello, 0, 2, mac);
+    tl_tcp_hello_encode(&hello, 0, 2, 0, mac);
     rc |= put("fuzz_tcp_hello", "from-0-to-2", prefix, sizeof(prefix), &hello, sizeof(hello));
-    tcp_blob(blob, "127.0.0.1", "41000");
+    tcp_blob(blob, "127.0.0.1", "41000", NULL, 1);
     rc |= put("fuzz_tcp_addr", "ipv4", blob, sizeof(blob), NULL, 0);
-    tcp_blob(blob, "::1", "65535");
+    tcp_blob(blob, "10.99.0.1", "41000", "10.98.0.1", 2);
+    rc |= put("fuzz_tcp_addr", "two-links", blob, sizeof(blob), NULL, 0);
+    tcp_blob(blob, "::1", "65535", NULL, 8);
     rc |= put("fuzz_tcp_addr", "ipv6", blob, sizeof(blob), NULL, 0);
-    tcp_blob(blob, "fe80::1%1", "1");
+    tcp_blob(blob, "fe80::1%1", "1", NULL, 1);
     rc |= put("fuzz_tcp_addr", "ipv6-scope", blob, sizeof(blob), NULL, 0);
     return rc | stream_seeds();
 }

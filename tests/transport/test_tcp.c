@@ -87,9 +87,11 @@ typedef struct {
     int killed_rank;            /* this rank is expected to die of SIGKILL; -1: none */
     const char *eager;          /* CHORUS_TCP_EAGER_SIZE of every rank; NULL: the default */
     const char *window;         /* CHORUS_TCP_WINDOW */
+    const char *streams;        /* CHORUS_TCP_STREAMS of every rank */
+    const char *streams_0;      /* ... but rank 0's */
 } run_opts_t;
 
-static const run_opts_t defaults = {2, 10.0, -1, -1, -1, NULL, NULL};
+static const run_opts_t defaults = {2, 10.0, -1, -1, -1, NULL, NULL, NULL, NULL};
 
 /* ---- helpers used inside rank processes ----------------------------------- */
 
@@ -198,6 +200,8 @@ static int rank_main(const tl_ops_t *ops, const run_opts_t *o, shared_t *sh, int
         setenv("CHORUS_TCP_EAGER_SIZE", o->eager, 1);
     if (o->window != NULL)
         setenv("CHORUS_TCP_WINDOW", o->window, 1);
+    if (o->streams != NULL)
+        setenv("CHORUS_TCP_STREAMS", rank == 0 && o->streams_0 ? o->streams_0 : o->streams, 1);
     CHECK(ops->ctx_create(&params, &env->ctx) == CHORUS_OK);
     CHECK(ops->get_address(env->ctx, sh->addrs + (size_t)rank * TL_ADDR_MAX, &len) ==
           CHORUS_OK);
@@ -1201,6 +1205,138 @@ static int body_payload_interleave(rank_env_t *env)
 }
 
 TL_TEST(payload_interleave, body_payload_interleave)
+
+/* ---- streams ---------------------------------------------------------------------- */
+
+/* Message t of the streams test: eager, at the eager bound's edge, and by rendezvous. */
+static size_t st_len(int t)
+{
+    static const size_t lens[] = {0, 1, (256u << 10) + 1, (1u << 20), (5u << 20) + 3, 64u << 10};
+
+    return lens[t];
+}
+#define ST_MSGS 6
+
+/*
+ * Every rank sends ST_MSGS messages to every other, receives posted in
+ * reverse order by odd ranks; every byte checked, every completion counted
+ * once. Afterwards each connection has the lanes both ranks take (the fewer
+ * of their CHORUS_TCP_STREAMS, read back from board), and with several
+ * lanes the 5 MiB messages went over more than one.
+ */
+static int body_streams(rank_env_t *env)
+{
+    tl_req_t reqs[2 * ST_MSGS * MAX_RANKS];
+    unsigned char *sbuf[ST_MSGS * MAX_RANKS], *rbuf[ST_MSGS * MAX_RANKS];
+    const char *mine = getenv("CHORUS_TCP_STREAMS");
+    int n = 0, lanes_used = 0, most = 1;
+
+    CHECK(env->connect_status == CHORUS_OK);
+    env->sh->board[env->rank] = mine != NULL ? atol(mine) : 1;
+    /* Every connection up, then its lanes, before the payloads that should share them. */
+    for (int peer = 0; peer < env->size; peer++)
+        CHECK(peer == env->rank || exchange(env, peer) == 0);
+    env->completed = 0;
+    sync_ranks(env);
+    for (int peer = 0; peer < env->size; peer++) {
+        long want = env->sh->board[peer] < env->sh->board[env->rank] ? env->sh->board[peer]
+                                                                    : env->sh->board[env->rank];
+
+        if (peer == env->rank)
+            continue;
+        CHECK(env->ctx->peers[peer].nlanes == want);
+        CHECK(PROGRESS_UNTIL(env, env->ctx->peers[peer].lanes_up == want) == 0);
+        most = want > most ? (int)want : most;
+    }
+    for (int peer = 0; peer < env->size; peer++) {
+        for (int k = 0; k < ST_MSGS; k++) {
+            int t = env->rank % 2 ? ST_MSGS - 1 - k : k, i = peer * ST_MSGS + t;
+
+            sbuf[i] = malloc(st_len(t) + 1);
+            rbuf[i] = malloc(st_len(t) + 1);
+            CHECK(sbuf[i] != NULL && rbuf[i] != NULL);
+            fill(sbuf[i], st_len(t), seed_of(env->rank, peer, (uint64_t)t));
+            CHECK(env->ops->recv_nb(env->ctx, peer, 0, (uint64_t)t, rbuf[i], st_len(t),
+                                    &reqs[2 * i]) == CHORUS_OK);
+            n++;
+        }
+    }
+    for (int peer = 0; peer < env->size; peer++) {
+        for (int t = 0; t < ST_MSGS; t++) {
+            int i = peer * ST_MSGS + t;
+
+            CHECK(env->ops->send_nb(env->ctx, peer, 0, (uint64_t)t, sbuf[i], st_len(t),
+                                    &reqs[2 * i + 1]) == CHORUS_OK);
+            n++;
+        }
+    }
+    CHECK(wait_reqs(env, reqs, n, WAIT_S) == 0);
+    for (int i = 0; i < n; i++) {
+        int peer = i / (2 * ST_MSGS), t = (i / 2) % ST_MSGS;
+
+        CHECK(reqs[i].status == CHORUS_OK);
+        if (i % 2 == 0) {
+            CHECK(reqs[i].length == st_len(t));
+            CHECK(matches(rbuf[i / 2], st_len(t), seed_of(peer, env->rank, (uint64_t)t)));
+        }
+    }
+    env->completed += env->ops->progress(env->ctx);
+    CHECK(env->completed == n);
+    for (int i = 0; i < TL_TCP_STREAMS_MAX; i++)
+        lanes_used += env->ctx->stats.lane_bytes[i] > 0;
+    CHECK(most == 1 ? lanes_used == 1 : lanes_used > 1);
+    /* No rank closes its connections before every rank is done with them. */
+    sync_ranks(env);
+    for (int i = 0; i < env->size * ST_MSGS; i++) {
+        free(sbuf[i]);
+        free(rbuf[i]);
+    }
+    return 0;
+}
+
+TL_TEST(streams_2x8, body_streams, o.streams = "8")
+TL_TEST(streams_3x3, body_streams, o.size = 3, o.streams = "3")
+TL_TEST(streams_5x2, body_streams, o.size = 5, o.streams = "2")
+/* The fewer of two settings: rank 0 takes 4, the others 2 or 1. */
+TL_TEST(streams_unequal, body_streams, o.size = 3, o.streams = "2", o.streams_0 = "4")
+TL_TEST(streams_one_side, body_streams, o.streams = "1", o.streams_0 = "8")
+
+/*
+ * A lane closed in the middle of a 64 MiB transfer: both ranks fail the
+ * transfer with PEER_FAILED within a second, and never hang.
+ */
+static int body_stream_killed(rank_env_t *env)
+{
+    unsigned char *big = malloc(BIG);
+    tl_req_t r;
+    double t0;
+
+    CHECK(env->connect_status == CHORUS_OK && big != NULL);
+    CHECK(exchange(env, 1 - env->rank) == 0);
+    fill(big, BIG, 3);
+    if (env->rank == 0)
+        CHECK(env->ops->recv_nb(env->ctx, 1, 0, 1, big, BIG, &r) == CHORUS_OK);
+    else
+        CHECK(env->ops->send_nb(env->ctx, 0, 0, 1, big, BIG, &r) == CHORUS_OK);
+    /* The sender may see the lane fail before it looks. */
+    CHECK(PROGRESS_UNTIL(env, env->ctx->peers[1 - env->rank].lanes_up == 2 || r.done) == 0);
+    if (env->rank == 0) {
+        /* The payload flows; rank 0 stops reading, so the transfer cannot end meanwhile. */
+        CHECK(PROGRESS_UNTIL(env, env->ctx->peers[1].rdvq.head != NULL &&
+                                      env->ctx->peers[1].rdvq.head->got > 0) == 0);
+        CHECK(!r.done);
+        shutdown(env->ctx->peers[1].lanes[1].fd, SHUT_RDWR);
+    }
+    t0 = chorus__now();
+    CHECK(wait_reqs(env, &r, 1, 5.0) == 0);
+    CHECK(r.status == CHORUS_ERR_PEER_FAILED);
+    CHECK(chorus__now() - t0 < 1.0);
+    CHECK(env->ctx->peers[1 - env->rank].state == TL_TCP_PEER_CLOSED);
+    free(big);
+    return 0;
+}
+
+TL_TEST(stream_killed, body_stream_killed, o.streams = "2")
 
 /* ---- connection setup failures ----------------------------------------------- */
 

@@ -78,6 +78,8 @@ typedef struct tl_req {
     size_t capacity;
     size_t offset;
     uint64_t id;                /* a transport's handle of the message (rendezvous) */
+    size_t frag;                /* bytes of each fragment its payload travels in */
+    size_t moved;               /* payload bytes written so far */
 } tl_req_t;
 
 /* A control message arrived whole: from peer, in space, with tag (TL_TAG_CTRL set). */
@@ -143,7 +145,7 @@ typedef struct {
     int (*connections)(tl_ctx_t *ctx);
 } tl_ops_t;
 
-#define TL_ADDR_MAX 128
+#define TL_ADDR_MAX 320
 
 /*
  * Every point-to-point transport built in, in order of preference: a peer

@@ -41,9 +41,11 @@
  *
  *   DATA   space, tag, length + payload   an eager message
  *   RTS    space, tag, length, id         a message waiting for its receive
- *   CTS    id, length                     send the payload of RTS id
+ *   CTS    id, length, space = fragment   send the payload of RTS id in
+ *                                         fragments of that many bytes
  *                                         (length 0: it was dropped as truncated)
- *   RDATA  id, length + payload           a fragment of RTS id's payload
+ *   RDATA  id, tag = offset, length       one fragment of RTS id's payload, at
+ *          + payload                      offset (a multiple of the fragment)
  *   CREDIT length                         window bytes returned to the sender
  *
  * Flow control. Each side grants its peer a window of bytes
@@ -60,6 +62,20 @@
  * its window of a peer's data. Control messages (TL_TAG_CTRL) are DATA
  * frames that need no credit: they are small and delivered as they arrive.
  *
+ * Streams. A peer's connection may have lanes: further connections
+ * (CHORUS_TCP_STREAMS in all, the fewer of both ranks' settings), opened by
+ * the rank whose connection survived, each to one of the peer's addresses in
+ * turn (CHORUS_TCP_IFACES publishes several), each proving the key in its own
+ * hello that names its lane. Lanes carry RDATA frames only; every other frame
+ * stays on the connection itself, which is lane 0. A payload's fragments are
+ * dealt to the lanes by tcp_stripe.c: each goes to the lane that would have
+ * it delivered first, judged by the bytes the lane's socket still holds and
+ * the rate it was measured to deliver them at, so a faster link carries more
+ * and all of them drain together. The receiver places each fragment by its
+ * offset and counts it off in a bitmap of the message's fragments: one that
+ * is out of bounds, of the wrong length or there already breaks the
+ * protocol. A lane that fails fails its peer, as the connection would.
+ *
  * Matching. DATA and RTS frames are matched against posted receives by
  * (space, tag) in arrival order; those that arrive first wait, in that order,
  * in the peer's unexpected list. A message longer than its receive fails it
@@ -73,16 +89,20 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 
 #include "transports/base/transport.h"
 
 /* Wire format, little-endian on the wire whatever the host's byte order. */
 #define TL_TCP_MAGIC         0x53524843u /* "CHRS" */
 #define TL_TCP_HELLO_MAGIC   0x4f4c4548u /* "HELO" */
-#define TL_TCP_VERSION       3u
+#define TL_TCP_VERSION       4u
 #define TL_TCP_MAX_MSG       (UINT64_C(1) << 40)
 #define TL_TCP_NONCE_BYTES   32
 #define TL_TCP_MAC_BYTES     32
+/* Connections per peer, lanes included; addresses a rank publishes. */
+#define TL_TCP_STREAMS_MAX   8
+#define TL_TCP_ADDRS_MAX     4
 /* The reply to a hello that did not pass, padded with zeros to TL_TCP_MAC_BYTES. */
 #define TL_TCP_REJECT        "chorus tcp: hello rejected"
 
@@ -120,7 +140,8 @@ typedef struct {
     uint32_t version;
     uint32_t from_rank;
     uint32_t to_rank;
-    uint8_t mac[TL_TCP_MAC_BYTES]; /* HMAC(key, nonce || from || to) */
+    uint32_t lane;              /* 0: the connection itself; else one of its lanes */
+    uint8_t mac[TL_TCP_MAC_BYTES]; /* HMAC(key, nonce || from || to || lane) */
 } tl_tcp_hello_t;
 
 /*
@@ -134,6 +155,9 @@ typedef struct tl_tcp_ue {
     uint64_t tag;
     uint64_t length;
     uint32_t id;                /* rts: the sender's handle */
+    uint32_t frag;              /* rendezvous: bytes of each payload fragment (the last: less) */
+    uint64_t got;               /* rendezvous: payload bytes arrived */
+    uint64_t *seen;             /* rendezvous: one bit per fragment arrived */
     unsigned rts : 1;           /* announced only: the payload stays with the sender */
     unsigned complete : 1;      /* eager: all payload bytes are in data */
     unsigned credit : 1;        /* eager: its length returns to the sender's window on release */
@@ -172,6 +196,7 @@ typedef struct {
     int fd;
     tl_tcp_hs_state_t state;
     int rank;                   /* connector: the target; acceptor: the proven rank, or -1 */
+    int lane;                   /* which of the peer's connections this one becomes */
     int accept;                 /* acceptor: the reply is an ack (else yield or reject) */
     double deadline;            /* acceptor: the hello must come by then */
     size_t done;                /* bytes of the current step moved so far */
@@ -198,14 +223,49 @@ typedef struct {
     int busy;
 } tl_tcp_tx_t;
 
+/*
+ * A delivery rate, measured from what a socket has taken and what of it the
+ * peer has acknowledged (tcp_stripe.c).
+ */
+typedef struct {
+    double rate;                /* bytes per second; 0 until a first measure */
+    double mark_t;              /* start of the current measure, or 0 */
+    uint64_t mark_acked;        /* bytes acknowledged at mark_t */
+    uint64_t sent;              /* bytes handed to the socket */
+} tl_tcp_rate_t;
+
+/*
+ * One of a peer's lanes. Lane 0 is the peer's connection itself (its fd, tx
+ * and rx fields): its entry holds only its rate. Lanes 1.. carry RDATA only.
+ */
+typedef struct {
+    int fd;                     /* -1 until authenticated */
+    uint32_t events;
+    tl_tcp_hs_t hs;             /* connector: the lane's handshake */
+    double deadline;            /* connector: the lane must be up by then */
+    tl_tcp_tx_t tx;
+    tl_tcp_rate_t rate;
+    tl_tcp_hdr_t rx_hdr;
+    size_t rx_hdr_got;
+    tl_tcp_frame_t rx_frame;
+    uint64_t rx_got;
+    unsigned char *rx_dst;
+    tl_tcp_ue_t *rx_rec;        /* the rendezvous the payload being read belongs to */
+} tl_tcp_lane_t;
+
 typedef struct {
     int rank;
     tl_tcp_peer_state_t state;
     int fd;                     /* the data connection, or -1 */
     chorus_status_t failed;     /* status of every later post once the peer is lost */
     uint32_t events;            /* current epoll interest of fd */
-    struct sockaddr_storage sa; /* where the peer listens (set_peers) */
-    socklen_t salen;
+    struct sockaddr_storage sa[TL_TCP_ADDRS_MAX]; /* where the peer listens (set_peers) */
+    socklen_t salen[TL_TCP_ADDRS_MAX];
+    int naddrs;
+    int nlanes;                 /* connections to have: the fewer of both ranks' streams */
+    tl_tcp_lane_t lanes[TL_TCP_STREAMS_MAX];
+    int lanes_up;               /* lanes authenticated, lane 0 included */
+    int deal_to;                /* the lane chosen for the next fragment; -1: none yet */
     tl_tcp_hs_t hs;             /* our own connection while it authenticates */
     int accepting;              /* 1 + slot of its connection being acked, or 0 */
     double deadline;            /* CONNECTING, WAITING: the connection must be up by then */
@@ -230,6 +290,7 @@ typedef struct {
     int grant_sent;             /* our first CREDIT, due even when it grants nothing */
 
     tl_tcp_rx_state_t rx_state;
+    tl_tcp_ue_t *rx_rec;        /* RDATA: the rendezvous the payload belongs to */
     tl_tcp_hdr_t rx_hdr;
     size_t rx_hdr_got;
     tl_tcp_frame_t rx_frame;    /* the frame whose payload is being read */
@@ -244,6 +305,8 @@ typedef struct {
 typedef struct {
     size_t eager_bytes;
     size_t window_bytes;
+    int streams;                /* 0: one per interface */
+    chorus__config_str_t ifaces;
 } tl_tcp_config_t;
 
 extern const chorus__config_table_t tl_tcp_config_table;
@@ -256,19 +319,24 @@ typedef struct {
     uint64_t credit_sent;       /* CREDIT frames written */
     uint64_t credit_recv;
     uint64_t collisions;        /* both connected at once: attempts yielded or given up here */
+    uint64_t lane_bytes[TL_TCP_STREAMS_MAX]; /* RDATA payload bytes written on each lane */
     size_t ue_bytes;            /* bytes allocated for unexpected messages, cache included */
     size_t ue_peak;             /* the most ue_bytes ever was */
 } tl_tcp_stats_t;
 
 /* Largest RDATA fragment: control frames may pass between fragments. */
 #define TL_TCP_FRAG_MAX (1u << 20)
+/* Smallest fragment a receiver asks for. */
+#define TL_TCP_FRAG_MIN (1u << 12)
 /* Most unexpected-message buffers kept for reuse (their bytes are bounded by the window). */
 #define TL_TCP_UE_CACHE 16
 
 struct tl_ctx {
     int rank;
     int size;
-    int listen_fd;
+    int listen_fd[TL_TCP_ADDRS_MAX];
+    int nlisten;                /* addresses listened on (and published) */
+    int streams;                /* connections per peer this rank takes */
     int epfd;
     int timer_fd;               /* wakes progress at the next handshake deadline */
     double timer_at;            /* when it is armed to fire; 0: disarmed */
@@ -307,6 +375,10 @@ extern const tl_ops_t tl_tcp_ops;
 #define TL_TCP_EV_IN     3u     /* slot of ctx->in */
 #define TL_TCP_EV_DATA   4u     /* peer's data connection */
 #define TL_TCP_EV(kind, index) (((uint64_t)(kind) << 32) | (uint32_t)(index))
+/* EV_OUT and EV_DATA of a lane: its number above the kind. */
+#define TL_TCP_EV_LANE(kind, index, lane) (TL_TCP_EV(kind, index) | ((uint64_t)(lane) << 40))
+#define TL_TCP_EV_KIND(u64) ((uint32_t)((u64) >> 32) & 0xffu)
+#define TL_TCP_EV_LANE_OF(u64) ((int)(((u64) >> 40) & 0xffu))
 
 /*
  * tcp_conn.c: wire codec of frame headers, pure so that tests/fuzz/ runs
@@ -324,6 +396,13 @@ int tl_tcp_peer_attach(tl_ctx_t *ctx, tl_tcp_peer_t *peer, int fd);
 int tl_tcp_peer_fail(tl_ctx_t *ctx, tl_tcp_peer_t *peer, chorus_status_t status);
 int tl_tcp_peer_read(tl_ctx_t *ctx, tl_tcp_peer_t *peer);
 int tl_tcp_peer_write(tl_ctx_t *ctx, tl_tcp_peer_t *peer);
+/* A connection or lane of the peer broke or ended: it fails; returns completions. */
+int tl_tcp_peer_lost(tl_ctx_t *ctx, tl_tcp_peer_t *peer, const char *what, int err);
+int tl_tcp_peer_protocol(tl_ctx_t *ctx, tl_tcp_peer_t *peer, const char *why);
+/* One sendmsg of what is left of tx's frame (EINTR retried); counts into rate->sent. */
+ssize_t tl_tcp_tx_send(int fd, tl_tcp_tx_t *tx, tl_tcp_rate_t *rate);
+/* The frame in tx is lost with its connection: the send it was for fails; returns completions. */
+int tl_tcp_tx_fail(tl_tcp_tx_t *tx, chorus_status_t status);
 /* Keep EPOLLOUT armed exactly while the peer has something to write; returns completions. */
 int tl_tcp_peer_update_events(tl_ctx_t *ctx, tl_tcp_peer_t *peer);
 void tl_tcp_req_complete(tl_req_t *req, chorus_status_t status, size_t length);
@@ -372,9 +451,6 @@ chorus_status_t tl_tcp_rx_cts(tl_ctx_t *ctx, tl_tcp_peer_t *peer, const tl_tcp_f
                               int *completed_p);
 chorus_status_t tl_tcp_rx_credit(tl_ctx_t *ctx, tl_tcp_peer_t *peer,
                                  const tl_tcp_frame_t *frame);
-/* An RDATA header arrived: where its payload goes, or CHORUS_ERR_PROTOCOL. */
-chorus_status_t tl_tcp_rx_rdata(tl_ctx_t *ctx, tl_tcp_peer_t *peer,
-                                const tl_tcp_frame_t *frame);
 /* A receive matched an announced message: its CTS is queued; returns completions. */
 int tl_tcp_recv_rts(tl_ctx_t *ctx, tl_tcp_peer_t *peer, tl_tcp_ue_t *rts, tl_req_t *req);
 /* Pick the next frame to write into peer->tx; 0 when there is none. */
@@ -386,9 +462,11 @@ int tl_tcp_tx_done(tl_ctx_t *ctx, tl_tcp_peer_t *peer);
 chorus_status_t tl_tcp_set_peers(tl_ctx_t *ctx, const void *addrs);
 /* Start connecting to peer (a send is queued); returns completions (it may fail the peer). */
 int tl_tcp_connect(tl_ctx_t *ctx, tl_tcp_peer_t *peer);
-int tl_tcp_hs_out_event(tl_ctx_t *ctx, tl_tcp_peer_t *peer);
+/* An event on the peer's own connection (lane 0) or a lane's while it authenticates. */
+int tl_tcp_hs_out_event(tl_ctx_t *ctx, tl_tcp_peer_t *peer, int lane);
 int tl_tcp_hs_in_event(tl_ctx_t *ctx, int slot);
-int tl_tcp_hs_accept(tl_ctx_t *ctx);
+/* Connections wait at ctx->listen_fd[listener]. */
+int tl_tcp_hs_accept(tl_ctx_t *ctx, int listener);
 /* The timer fired: fail what passed its deadline, re-arm for the next. */
 int tl_tcp_hs_timer(tl_ctx_t *ctx);
 /* Close every incoming connection that is not authenticated yet. */
@@ -398,6 +476,60 @@ void tl_tcp_hs_close(tl_tcp_hs_t *hs);
 /* tcp_ctx.c: TCP_NODELAY and large buffers, best effort */
 void tl_tcp_sock_tune(int fd);
 
+/*
+ * tcp_connect.c: the rank whose connection to the peer survived opens its
+ * lanes once it is up (the other accepts them); returns completions.
+ */
+int tl_tcp_lanes_open(tl_ctx_t *ctx, tl_tcp_peer_t *peer);
+
+/* tcp_lane.c: a peer's lanes. */
+/* fd is authenticated as the peer's lane; returns completions. */
+int tl_tcp_lane_attach(tl_ctx_t *ctx, tl_tcp_peer_t *peer, int lane, int fd);
+int tl_tcp_lane_read(tl_ctx_t *ctx, tl_tcp_peer_t *peer, int lane);
+/*
+ * Write what lanes 1.. hold, and deal payload fragments to the lanes chosen
+ * for them; *moved_p is set when a frame was taken or finished, or when the
+ * connection itself is chosen and free to take the next (its writer then
+ * runs again). Returns completions.
+ */
+int tl_tcp_lanes_write(tl_ctx_t *ctx, tl_tcp_peer_t *peer, int *moved_p);
+/* Keep EPOLLOUT armed on lanes 1.. exactly while they have a frame to finish. */
+int tl_tcp_lanes_update_events(tl_ctx_t *ctx, tl_tcp_peer_t *peer);
+/* Close the lanes; the RDATA sends their frames belonged to fail; returns completions. */
+int tl_tcp_lanes_close(tl_ctx_t *ctx, tl_tcp_peer_t *peer, chorus_status_t status);
+/* The next fragment of the oldest cleared send into tx; 0 when none is left. */
+int tl_tcp_rdata_take(tl_tcp_peer_t *peer, int lane, tl_tcp_tx_t *tx);
+/* A fragment's frame is written whole; returns completions. */
+int tl_tcp_rdata_written(tl_ctx_t *ctx, tl_tcp_peer_t *peer, int lane, tl_tcp_tx_t *tx);
+/* An RDATA header arrived (on any lane): the record its payload goes to, or NULL. */
+tl_tcp_ue_t *tl_tcp_rdata_place(tl_tcp_peer_t *peer, const tl_tcp_frame_t *frame,
+                                unsigned char **dst_p);
+/* A fragment's payload is in place; returns completions. */
+int tl_tcp_rdata_arrived(tl_ctx_t *ctx, tl_tcp_peer_t *peer, tl_tcp_ue_t *rec, uint64_t len);
+/* Bytes a lane's socket holds that the peer has not acknowledged (0 when unknown). */
+uint64_t tl_tcp_lane_backlog(const tl_tcp_peer_t *peer, int lane);
+
+/*
+ * tcp_stripe.c: which lane takes the next fragment. Pure: tests/unit/ runs
+ * it over simulated links.
+ *
+ * Rates: a measure runs while the lane has a backlog; once at least
+ * TL_TCP_RATE_PERIOD has passed it yields acknowledged bytes over time,
+ * which the rate follows by half (a few fragments' time to follow a change).
+ */
+#define TL_TCP_RATE_PERIOD 0.002
+void tl_tcp_rate_sample(tl_tcp_rate_t *r, double now, uint64_t backlog);
+/*
+ * The lane, of n, that would deliver a fragment of frag bytes first: the
+ * least (backlog + frag) / rate, a lane not measured yet taken at the fastest
+ * measured rate (all alike when none is). up[i] says lane i may take one.
+ * -1 when none may.
+ */
+int tl_tcp_stripe_pick(const tl_tcp_rate_t *rates, const uint64_t *backlog, const int *up,
+                       int n, size_t frag);
+/* The fragment a receiver asks for: whole 1 MiB ones on one lane, smaller to share. */
+uint32_t tl_tcp_stripe_frag(uint64_t length, int nlanes);
+
 /* The address blob exchanged through the bootstrap. */
 #define TL_TCP_HOST_MAX 64
 typedef struct {
@@ -405,26 +537,36 @@ typedef struct {
     char port[8];               /* decimal, NUL-terminated */
 } tl_tcp_addr_t;
 
+typedef struct {
+    uint8_t count;              /* addresses, 1..TL_TCP_ADDRS_MAX */
+    uint8_t streams;            /* connections per peer the rank takes, 1..TL_TCP_STREAMS_MAX */
+    uint8_t zero[2];
+    tl_tcp_addr_t addr[TL_TCP_ADDRS_MAX]; /* unused entries are zero */
+} tl_tcp_blob_t;
+
 /*
  * tcp_connect.c: decoders of what arrives from the wire or through the
  * bootstrap, pure so that tests/fuzz/ runs exactly this code. Output
  * arguments are written only on success.
  */
-void tl_tcp_hello_encode(tl_tcp_hello_t *wire, uint32_t from, uint32_t to,
+void tl_tcp_hello_encode(tl_tcp_hello_t *wire, uint32_t from, uint32_t to, uint32_t lane,
                          const uint8_t mac[TL_TCP_MAC_BYTES]);
 /*
  * The len bytes of a hello received by `rank` of `size`: CHORUS_ERR_PROTOCOL,
  * with the reason in why (why_len bytes), unless it is a hello of this version
- * from another rank of the context to this one. The MAC is returned unchecked
- * (it needs the key).
+ * from another rank of the context to this one, for a lane below
+ * TL_TCP_STREAMS_MAX. The MAC is returned unchecked (it needs the key).
  */
 chorus_status_t tl_tcp_hello_decode(const void *buf, size_t len, int rank, int size,
-                                    uint32_t *from_p, uint8_t mac_p[TL_TCP_MAC_BYTES],
-                                    char *why, size_t why_len);
-/* CHORUS_ERR_INVALID_ARG unless the first sizeof(tl_tcp_addr_t) of len bytes hold
- * a NUL-terminated host and port. */
-chorus_status_t tl_tcp_addr_decode(const void *buf, size_t len, tl_tcp_addr_t *addr_p);
-/* A decoded blob to a socket address, numerically only: getaddrinfo's code, 0 on success. */
+                                    uint32_t *from_p, uint32_t *lane_p,
+                                    uint8_t mac_p[TL_TCP_MAC_BYTES], char *why, size_t why_len);
+/*
+ * CHORUS_ERR_INVALID_ARG unless the first sizeof(tl_tcp_blob_t) of len bytes
+ * hold 1..TL_TCP_ADDRS_MAX NUL-terminated hosts and ports, a stream count in
+ * 1..TL_TCP_STREAMS_MAX, and zeros everywhere else.
+ */
+chorus_status_t tl_tcp_blob_decode(const void *buf, size_t len, tl_tcp_blob_t *blob_p);
+/* A decoded address to a socket address, numerically only: getaddrinfo's code, 0 on success. */
 int tl_tcp_addr_resolve(const tl_tcp_addr_t *addr, struct sockaddr_storage *sa_p,
                         socklen_t *salen_p);
 

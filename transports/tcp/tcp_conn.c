@@ -51,9 +51,15 @@ static int frame_fields_ok(const tl_tcp_frame_t *f)
         /* Control messages always go eagerly; an empty message never needs a rendezvous. */
         return !ctrl && f->length > 0;
     case TL_TCP_FRAME_CTS:
-        return f->space == 0 && f->tag == 0;
+        /* space: the fragment asked for, a power of two in bounds; none when dropped. */
+        return f->tag == 0 &&
+               (f->length == 0 ? f->space == 0
+                               : f->space >= TL_TCP_FRAG_MIN && f->space <= TL_TCP_FRAG_MAX &&
+                                     (f->space & (f->space - 1)) == 0);
     case TL_TCP_FRAME_RDATA:
-        return f->space == 0 && f->tag == 0 && f->length > 0 && f->length <= TL_TCP_FRAG_MAX;
+        /* tag: the fragment's offset. */
+        return f->space == 0 && f->tag < TL_TCP_MAX_MSG && f->length > 0 &&
+               f->length <= TL_TCP_FRAG_MAX;
     case TL_TCP_FRAME_CREDIT:
         return f->space == 0 && f->tag == 0 && f->id == 0;
     default:
@@ -189,6 +195,12 @@ void tl_tcp_peer_init(tl_tcp_peer_t *peer, int rank)
     peer->rank = rank;
     peer->fd = -1;
     peer->hs.fd = -1;
+    peer->nlanes = 1;
+    peer->deal_to = -1;
+    for (int i = 0; i < TL_TCP_STREAMS_MAX; i++) {
+        peer->lanes[i].fd = -1;
+        peer->lanes[i].hs.fd = -1;
+    }
     peer->failed = CHORUS_OK;
     peer->rx_state = TL_TCP_RX_HEADER;
 }
@@ -209,22 +221,28 @@ int tl_tcp_peer_attach(tl_ctx_t *ctx, tl_tcp_peer_t *peer, int fd)
     peer->events = EPOLLIN;
     peer->state = TL_TCP_PEER_UP;
     peer->accepting = 0;
+    peer->lanes_up = 1;
     peer->credit_owed = ctx->cfg.window_bytes;
     /* The peer's grant may have come with its ack: read it before the sends start. */
     n = tl_tcp_peer_read(ctx, peer);
     return n + tl_tcp_peer_write(ctx, peer);
 }
 
-/* The frame being written when the connection went: a DATA send is in no queue. */
-static int tx_fail(tl_tcp_peer_t *peer, chorus_status_t status)
+/*
+ * The frame being written when the connection went: a DATA send is in no
+ * queue, nor is an RDATA send dealt out whole (those still in rdataq have
+ * failed by now).
+ */
+int tl_tcp_tx_fail(tl_tcp_tx_t *tx, chorus_status_t status)
 {
     int n = 0;
 
-    if (peer->tx.busy && peer->tx.hdr.type == TL_TCP_FRAME_DATA && peer->tx.req != NULL) {
-        tl_tcp_req_complete(peer->tx.req, status, 0);
+    if (tx->busy && tx->req != NULL && !tx->req->done &&
+        (tx->hdr.type == TL_TCP_FRAME_DATA || tx->hdr.type == TL_TCP_FRAME_RDATA)) {
+        tl_tcp_req_complete(tx->req, status, 0);
         n = 1;
     }
-    memset(&peer->tx, 0, sizeof(peer->tx));
+    memset(tx, 0, sizeof(*tx));
     return n;
 }
 
@@ -250,10 +268,11 @@ int tl_tcp_peer_fail(tl_ctx_t *ctx, tl_tcp_peer_t *peer, chorus_status_t status)
     peer->state = TL_TCP_PEER_CLOSED;
     if (peer->failed == CHORUS_OK)
         peer->failed = status;
-    n += tx_fail(peer, status);
     n += tl_tcp_reqq_fail(&peer->sendq, status);
     n += tl_tcp_reqq_fail(&peer->rtsq, status);
     n += tl_tcp_reqq_fail(&peer->rdataq, status);
+    n += tl_tcp_tx_fail(&peer->tx, status);
+    n += tl_tcp_lanes_close(ctx, peer, status);
     n += tl_tcp_reqq_fail(&peer->postq, status);
     n += tl_tcp_peer_drop_rx(ctx, peer, status);
     if (peer->rx_req != NULL) {
@@ -266,10 +285,17 @@ int tl_tcp_peer_fail(tl_ctx_t *ctx, tl_tcp_peer_t *peer, chorus_status_t status)
     return n;
 }
 
+/*
+ * With lanes, the connection's writer also deals fragments (through
+ * tl_tcp_lanes_write): it is due while a fragment waits for a lane to be
+ * chosen or is the connection's own; one chosen for a busy lane waits for
+ * that lane's EPOLLOUT.
+ */
 static int peer_has_output(const tl_ctx_t *ctx, const tl_tcp_peer_t *peer)
 {
     return peer->tx.busy || tl_tcp_credit_due(ctx, peer) || peer->ctsq.head != NULL ||
-           peer->rdataq.head != NULL || (peer->granted && peer->sendq.head != NULL);
+           (peer->rdataq.head != NULL && (peer->lanes_up <= 1 || peer->deal_to <= 0)) ||
+           (peer->granted && peer->sendq.head != NULL);
 }
 
 int tl_tcp_peer_update_events(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
@@ -278,6 +304,12 @@ int tl_tcp_peer_update_events(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
     struct epoll_event ev = {.events = events,
                              .data.u64 = TL_TCP_EV(TL_TCP_EV_DATA, peer->rank)};
 
+    if (peer->lanes_up > 1) {
+        int n = tl_tcp_lanes_update_events(ctx, peer);
+
+        if (n > 0 || peer->fd < 0)
+            return n; /* the peer failed */
+    }
     if (peer->fd < 0 || peer->events == events)
         return 0;
     if (epoll_ctl(ctx->epfd, EPOLL_CTL_MOD, peer->fd, &ev) < 0) {
@@ -289,7 +321,7 @@ int tl_tcp_peer_update_events(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
     return 0;
 }
 
-static int peer_lost(tl_ctx_t *ctx, tl_tcp_peer_t *peer, const char *what, int err)
+int tl_tcp_peer_lost(tl_ctx_t *ctx, tl_tcp_peer_t *peer, const char *what, int err)
 {
     int pending = peer->sendq.head != NULL || peer->postq.head != NULL ||
                   peer->rx_req != NULL || peer->tx.busy || peer->rtsq.head != NULL ||
@@ -305,7 +337,7 @@ static int peer_lost(tl_ctx_t *ctx, tl_tcp_peer_t *peer, const char *what, int e
     return tl_tcp_peer_fail(ctx, peer, CHORUS_ERR_PEER_FAILED);
 }
 
-static int peer_protocol(tl_ctx_t *ctx, tl_tcp_peer_t *peer, const char *why)
+int tl_tcp_peer_protocol(tl_ctx_t *ctx, tl_tcp_peer_t *peer, const char *why)
 {
     chorus_error("rank %d: tcp: peer %d broke the protocol (%s); closing the connection",
                  ctx->rank, peer->rank, why);
@@ -314,39 +346,61 @@ static int peer_protocol(tl_ctx_t *ctx, tl_tcp_peer_t *peer, const char *why)
 
 /* ---- Writing ---------------------------------------------------------------- */
 
-/* Write what the socket takes; eager sends complete once the kernel holds their bytes. */
+ssize_t tl_tcp_tx_send(int fd, tl_tcp_tx_t *tx, tl_tcp_rate_t *rate)
+{
+    const size_t hdr = sizeof(tl_tcp_hdr_t);
+    struct iovec iov[2];
+    struct msghdr msg = {.msg_iov = iov, .msg_iovlen = 0};
+    size_t body = tx->off > hdr ? tx->off - hdr : 0;
+    ssize_t w;
+
+    if (tx->off < hdr) {
+        iov[msg.msg_iovlen].iov_base = (char *)&tx->hdr + tx->off;
+        iov[msg.msg_iovlen++].iov_len = hdr - tx->off;
+    }
+    if (body < tx->len) {
+        iov[msg.msg_iovlen].iov_base = (char *)tx->payload + body;
+        iov[msg.msg_iovlen++].iov_len = tx->len - body;
+    }
+    do {
+        w = sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    } while (w < 0 && errno == EINTR);
+    if (w > 0) {
+        tx->off += (size_t)w;
+        rate->sent += (uint64_t)w;
+    }
+    return w;
+}
+
+/*
+ * Write what the socket takes; eager sends complete once the kernel holds
+ * their bytes. With lanes, the connection and its lanes take turns until
+ * none of them takes or finishes a frame: a fragment one of them declined
+ * may be the connection's to take once another lane took its share.
+ */
 int tl_tcp_peer_write(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
 {
     const size_t hdr = sizeof(tl_tcp_hdr_t);
     tl_tcp_tx_t *tx = &peer->tx;
-    int n = 0;
+    int n = 0, moved;
 
-    while (peer->fd >= 0 && (tx->busy || tl_tcp_tx_next(ctx, peer))) {
-        struct iovec iov[2];
-        struct msghdr msg = {.msg_iov = iov, .msg_iovlen = 0};
-        size_t body = tx->off > hdr ? tx->off - hdr : 0;
-        ssize_t w;
+    do {
+        moved = 0;
+        while (peer->fd >= 0 && (tx->busy || tl_tcp_tx_next(ctx, peer))) {
+            ssize_t w = tl_tcp_tx_send(peer->fd, tx, &peer->lanes[0].rate);
 
-        if (tx->off < hdr) {
-            iov[msg.msg_iovlen].iov_base = (char *)&tx->hdr + tx->off;
-            iov[msg.msg_iovlen++].iov_len = hdr - tx->off;
-        }
-        if (body < tx->len) {
-            iov[msg.msg_iovlen].iov_base = (char *)tx->payload + body;
-            iov[msg.msg_iovlen++].iov_len = tx->len - body;
-        }
-        w = sendmsg(peer->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK)
+            if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
                 break;
-            return n + peer_lost(ctx, peer, "send", errno);
+            if (w < 0)
+                return n + tl_tcp_peer_lost(ctx, peer, "send", errno);
+            if (tx->off == hdr + tx->len) {
+                n += tl_tcp_tx_done(ctx, peer);
+                moved = 1;
+            }
         }
-        tx->off += (size_t)w;
-        if (tx->off == hdr + tx->len)
-            n += tl_tcp_tx_done(ctx, peer);
-    }
+        if (peer->lanes_up > 1 && peer->fd >= 0)
+            n += tl_tcp_lanes_write(ctx, peer, &moved);
+    } while (moved && peer->lanes_up > 1 && peer->fd >= 0);
     return n + tl_tcp_peer_update_events(ctx, peer);
 }
 
@@ -416,7 +470,7 @@ static int rx_data(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
     if (ctrl)
         return rx_unexpected(ctx, peer, 1);
     if (f->length > peer->rx_credit)
-        return peer_protocol(ctx, peer, "eager data beyond the window it was granted");
+        return tl_tcp_peer_protocol(ctx, peer, "eager data beyond the window it was granted");
     peer->rx_credit -= f->length;
     req = tl_tcp_reqq_take(&peer->postq, f->space, f->tag);
     if (req == NULL)
@@ -448,15 +502,19 @@ static int rx_header(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
         return tl_tcp_rx_rts(ctx, peer, f);
     case TL_TCP_FRAME_CTS:
         if (tl_tcp_rx_cts(ctx, peer, f, &n) != CHORUS_OK)
-            return peer_protocol(ctx, peer, "a CTS for no message it was offered");
+            return tl_tcp_peer_protocol(ctx, peer, "a CTS for no message it was offered");
         return n;
     case TL_TCP_FRAME_RDATA:
-        if (tl_tcp_rx_rdata(ctx, peer, f) != CHORUS_OK)
-            return peer_protocol(ctx, peer, "rendezvous data that no CTS asked for");
+        peer->rx_rec = tl_tcp_rdata_place(peer, f, &peer->rx_dst);
+        if (peer->rx_rec == NULL)
+            return tl_tcp_peer_protocol(ctx, peer, "rendezvous data that no CTS asked for");
+        peer->rx_req = NULL;
+        peer->rx_ue = NULL;
+        peer->rx_state = TL_TCP_RX_PAYLOAD;
         return 0;
     default:
         if (tl_tcp_rx_credit(ctx, peer, f) != CHORUS_OK)
-            return peer_protocol(ctx, peer, "credit beyond any window");
+            return tl_tcp_peer_protocol(ctx, peer, "credit beyond any window");
         return 0;
     }
 }
@@ -467,15 +525,10 @@ static int rx_payload_done(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
 
     peer->rx_state = TL_TCP_RX_HEADER;
     if (peer->rx_frame.type == TL_TCP_FRAME_RDATA) {
-        tl_tcp_ue_t *rec = peer->rdvq.head;
+        tl_tcp_ue_t *rec = peer->rx_rec;
 
-        rec->req->offset += (size_t)peer->rx_frame.length;
-        if (rec->req->offset < rec->length)
-            return 0;
-        tl_tcp_ueq_pop(&peer->rdvq);
-        tl_tcp_req_complete(rec->req, CHORUS_OK, (size_t)rec->length);
-        tl_tcp_ue_release(ctx, NULL, rec);
-        return 1;
+        peer->rx_rec = NULL;
+        return tl_tcp_rdata_arrived(ctx, peer, rec, peer->rx_frame.length);
     }
     if (peer->rx_req != NULL) {
         tl_tcp_req_complete(peer->rx_req, CHORUS_OK, (size_t)peer->rx_frame.length);
@@ -553,10 +606,10 @@ int tl_tcp_peer_read(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
                 continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK)
                 break;
-            return n + peer_lost(ctx, peer, "receive", errno);
+            return n + tl_tcp_peer_lost(ctx, peer, "receive", errno);
         }
         if (r == 0)
-            return n + peer_lost(ctx, peer, "receive", 0);
+            return n + tl_tcp_peer_lost(ctx, peer, "receive", 0);
         n += rx_consume(ctx, peer, (size_t)r);
         if ((size_t)r < want)
             break; /* drained for now; epoll is level-triggered */
@@ -606,6 +659,8 @@ static void req_init(tl_req_t *req, int peer, uint32_t space, uint64_t tag, void
     req->capacity = capacity;
     req->offset = 0;
     req->id = 0;
+    req->frag = 0;
+    req->moved = 0;
 }
 
 /* Later posts to a lost peer fail at once, with the status that lost it. */

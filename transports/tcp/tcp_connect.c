@@ -35,22 +35,23 @@ enum { HS_AGAIN = 0, HS_DONE = 1, HS_EOF = -1, HS_ERROR = -2 };
 
 /* ---- Wire codecs: no sockets, no logging (tests/fuzz/ calls them directly) ---- */
 
-void tl_tcp_hello_encode(tl_tcp_hello_t *wire, uint32_t from, uint32_t to,
+void tl_tcp_hello_encode(tl_tcp_hello_t *wire, uint32_t from, uint32_t to, uint32_t lane,
                          const uint8_t mac[TL_TCP_MAC_BYTES])
 {
     wire->magic = htole32(TL_TCP_HELLO_MAGIC);
     wire->version = htole32(TL_TCP_VERSION);
     wire->from_rank = htole32(from);
     wire->to_rank = htole32(to);
+    wire->lane = htole32(lane);
     memcpy(wire->mac, mac, TL_TCP_MAC_BYTES);
 }
 
 chorus_status_t tl_tcp_hello_decode(const void *buf, size_t len, int rank, int size,
-                                    uint32_t *from_p, uint8_t mac_p[TL_TCP_MAC_BYTES],
-                                    char *why, size_t why_len)
+                                    uint32_t *from_p, uint32_t *lane_p,
+                                    uint8_t mac_p[TL_TCP_MAC_BYTES], char *why, size_t why_len)
 {
     tl_tcp_hello_t hello;
-    uint32_t from, to;
+    uint32_t from, to, lane;
 
     if (len != sizeof(hello)) {
         snprintf(why, why_len, "a hello of %zu bytes, expected %zu", len, sizeof(hello));
@@ -64,28 +65,56 @@ chorus_status_t tl_tcp_hello_decode(const void *buf, size_t len, int rank, int s
     }
     from = le32toh(hello.from_rank);
     to = le32toh(hello.to_rank);
+    lane = le32toh(hello.lane);
     /* `from` indexes the peers: it must be another rank of this context. */
     if (to != (uint32_t)rank || from == (uint32_t)rank || from >= (uint32_t)size) {
         snprintf(why, why_len, "a hello from rank %u to rank %u: this is rank %d of %d", from,
                  to, rank, size);
         return CHORUS_ERR_PROTOCOL;
     }
+    if (lane >= TL_TCP_STREAMS_MAX) {
+        snprintf(why, why_len, "a hello from rank %u for lane %u: lanes are below %d", from,
+                 lane, TL_TCP_STREAMS_MAX);
+        return CHORUS_ERR_PROTOCOL;
+    }
     *from_p = from;
+    *lane_p = lane;
     memcpy(mac_p, hello.mac, TL_TCP_MAC_BYTES);
     return CHORUS_OK;
 }
 
-chorus_status_t tl_tcp_addr_decode(const void *buf, size_t len, tl_tcp_addr_t *addr_p)
+static int addr_terminated(const tl_tcp_addr_t *addr)
 {
-    tl_tcp_addr_t blob;
+    return memchr(addr->host, '\0', sizeof(addr->host)) != NULL &&
+           memchr(addr->port, '\0', sizeof(addr->port)) != NULL;
+}
+
+static int all_zero(const void *buf, size_t len)
+{
+    const unsigned char *b = buf;
+
+    for (size_t i = 0; i < len; i++)
+        if (b[i] != 0)
+            return 0;
+    return 1;
+}
+
+chorus_status_t tl_tcp_blob_decode(const void *buf, size_t len, tl_tcp_blob_t *blob_p)
+{
+    tl_tcp_blob_t blob;
 
     if (len < sizeof(blob))
         return CHORUS_ERR_INVALID_ARG;
     memcpy(&blob, buf, sizeof(blob));
-    if (memchr(blob.host, '\0', sizeof(blob.host)) == NULL ||
-        memchr(blob.port, '\0', sizeof(blob.port)) == NULL)
+    if (blob.count < 1 || blob.count > TL_TCP_ADDRS_MAX || blob.streams < 1 ||
+        blob.streams > TL_TCP_STREAMS_MAX || !all_zero(blob.zero, sizeof(blob.zero)))
         return CHORUS_ERR_INVALID_ARG;
-    *addr_p = blob;
+    for (int i = 0; i < TL_TCP_ADDRS_MAX; i++) {
+        if (i < blob.count ? !addr_terminated(&blob.addr[i])
+                           : !all_zero(&blob.addr[i], sizeof(blob.addr[i])))
+            return CHORUS_ERR_INVALID_ARG;
+    }
+    *blob_p = blob;
     return CHORUS_OK;
 }
 
@@ -120,22 +149,28 @@ chorus_status_t tl_tcp_set_peers(tl_ctx_t *ctx, const void *addrs)
     }
     for (int r = 0; r < ctx->size; r++) {
         tl_tcp_peer_t *peer = &ctx->peers[r];
-        tl_tcp_addr_t blob;
-        int rc;
+        tl_tcp_blob_t blob;
 
         if (r == ctx->rank)
             continue;
-        if (tl_tcp_addr_decode((const char *)addrs + (size_t)r * TL_ADDR_MAX, TL_ADDR_MAX,
+        if (tl_tcp_blob_decode((const char *)addrs + (size_t)r * TL_ADDR_MAX, TL_ADDR_MAX,
                                &blob) != CHORUS_OK) {
             chorus_error("rank %d: tcp: the address blob of rank %d is malformed", ctx->rank, r);
             return CHORUS_ERR_INVALID_ARG;
         }
-        rc = tl_tcp_addr_resolve(&blob, &peer->sa, &peer->salen);
-        if (rc != 0) {
-            chorus_error("rank %d: tcp: address '%s' port '%s' of rank %d is invalid: %s",
-                         ctx->rank, blob.host, blob.port, r, gai_strerror(rc));
-            return CHORUS_ERR_INVALID_ARG;
+        for (int i = 0; i < blob.count; i++) {
+            int rc = tl_tcp_addr_resolve(&blob.addr[i], &peer->sa[i], &peer->salen[i]);
+
+            if (rc != 0) {
+                chorus_error("rank %d: tcp: address '%s' port '%s' of rank %d is invalid: %s",
+                             ctx->rank, blob.addr[i].host, blob.addr[i].port, r,
+                             gai_strerror(rc));
+                return CHORUS_ERR_INVALID_ARG;
+            }
         }
+        peer->naddrs = blob.count;
+        /* Both ends must take a lane: the fewer of the two counts. */
+        peer->nlanes = blob.streams < ctx->streams ? blob.streams : ctx->streams;
     }
     ctx->peers_set = 1;
     return CHORUS_OK;
@@ -144,10 +179,10 @@ chorus_status_t tl_tcp_set_peers(tl_ctx_t *ctx, const void *addrs)
 /* ---- Shared steps ------------------------------------------------------------- */
 
 static void hs_mac(const tl_ctx_t *ctx, const char *label, const uint8_t *nonce, uint32_t from,
-                   uint32_t to, uint8_t out[TL_TCP_MAC_BYTES])
+                   uint32_t to, uint32_t lane, uint8_t out[TL_TCP_MAC_BYTES])
 {
-    uint8_t msg[3 + TL_TCP_NONCE_BYTES + 8];
-    uint32_t from_le = htole32(from), to_le = htole32(to);
+    uint8_t msg[3 + TL_TCP_NONCE_BYTES + 12];
+    uint32_t from_le = htole32(from), to_le = htole32(to), lane_le = htole32(lane);
     size_t len = 0;
 
     if (label != NULL) {
@@ -158,7 +193,8 @@ static void hs_mac(const tl_ctx_t *ctx, const char *label, const uint8_t *nonce,
     len += TL_TCP_NONCE_BYTES;
     memcpy(msg + len, &from_le, 4);
     memcpy(msg + len + 4, &to_le, 4);
-    len += 8;
+    memcpy(msg + len + 8, &lane_le, 4);
+    len += 12;
     chorus__hmac_sha256(ctx->auth_key, ctx->auth_key_len, msg, len, out);
 }
 
@@ -249,44 +285,90 @@ static int hs_gone(tl_ctx_t *ctx, tl_tcp_peer_t *peer, const char *what, int err
     return tl_tcp_peer_fail(ctx, peer, CHORUS_ERR_PEER_FAILED);
 }
 
-int tl_tcp_connect(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
+/*
+ * A socket for lane's connection to the peer, to the peer's addresses in
+ * turn, on its way: 0, or the completions of failing the peer.
+ */
+static int hs_open(tl_ctx_t *ctx, tl_tcp_peer_t *peer, tl_tcp_hs_t *hs, int lane)
 {
-    tl_tcp_hs_t *hs = &peer->hs;
+    int a = lane % peer->naddrs;
 
-    hs->fd = socket(peer->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    hs->fd = socket(peer->sa[a].ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (hs->fd < 0) {
         chorus_error("rank %d: tcp: socket() for peer %d failed: %m", ctx->rank, peer->rank);
         return tl_tcp_peer_fail(ctx, peer, CHORUS_ERR_SYSTEM);
     }
     tl_tcp_sock_tune(hs->fd);
     hs->rank = peer->rank;
+    hs->lane = lane;
     hs->done = 0;
     hs->state = TL_TCP_HS_CONNECTING;
+    /* Every peer listened before its address was published: a refusal means it is gone. */
+    if (connect(hs->fd, (struct sockaddr *)&peer->sa[a], peer->salen[a]) < 0 &&
+        errno != EINPROGRESS)
+        return hs_gone(ctx, peer, "connect", errno);
+    if (hs_watch(ctx, hs, EPOLL_CTL_ADD, TL_TCP_EV_LANE(TL_TCP_EV_OUT, peer->rank, lane),
+                 EPOLLOUT) < 0)
+        return tl_tcp_peer_fail(ctx, peer, CHORUS_ERR_SYSTEM);
+    return 0;
+}
+
+int tl_tcp_connect(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
+{
+    int n;
+
     peer->state = TL_TCP_PEER_CONNECTING;
     peer->deadline = chorus__now() + ctx->timeout_s;
-    /* Every peer listened before its address was published: a refusal means it is gone. */
-    if (connect(hs->fd, (struct sockaddr *)&peer->sa, peer->salen) < 0 && errno != EINPROGRESS)
-        return hs_gone(ctx, peer, "connect", errno);
-    if (hs_watch(ctx, hs, EPOLL_CTL_ADD, TL_TCP_EV(TL_TCP_EV_OUT, peer->rank), EPOLLOUT) < 0)
-        return tl_tcp_peer_fail(ctx, peer, CHORUS_ERR_SYSTEM);
+    n = hs_open(ctx, peer, &peer->hs, 0);
+    if (peer->state == TL_TCP_PEER_CLOSED)
+        return n;
     timer_arm(ctx, peer->deadline);
     chorus_debug("rank %d: tcp: connecting to peer %d", ctx->rank, peer->rank);
     return 0;
 }
 
-/* The acceptor's 32-byte reply to our hello is in hs->reply. */
-static int hs_out_reply(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
+int tl_tcp_lanes_open(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
 {
-    tl_tcp_hs_t *hs = &peer->hs;
-    uint8_t ack[TL_TCP_MAC_BYTES], yield[TL_TCP_MAC_BYTES], reject[TL_TCP_MAC_BYTES];
-    uint32_t me = (uint32_t)ctx->rank, them = (uint32_t)peer->rank;
+    double deadline = chorus__now() + ctx->timeout_s;
+    int n = 0;
 
-    hs_mac(ctx, "ack", hs->nonce, me, them, ack);
-    hs_mac(ctx, "yld", hs->nonce, me, them, yield);
+    for (int i = 1; i < peer->nlanes && peer->state == TL_TCP_PEER_UP; i++) {
+        tl_tcp_lane_t *lane = &peer->lanes[i];
+
+        if (lane->fd >= 0 || lane->hs.fd >= 0)
+            continue;
+        lane->deadline = deadline;
+        n += hs_open(ctx, peer, &lane->hs, i);
+        if (peer->state != TL_TCP_PEER_UP)
+            return n;
+        timer_arm(ctx, deadline);
+    }
+    return n;
+}
+
+/* The acceptor's 32-byte reply to our hello is in hs->reply. */
+static int hs_out_reply(tl_ctx_t *ctx, tl_tcp_peer_t *peer, tl_tcp_hs_t *hs)
+{
+    uint8_t ack[TL_TCP_MAC_BYTES], yield[TL_TCP_MAC_BYTES], reject[TL_TCP_MAC_BYTES];
+    uint32_t me = (uint32_t)ctx->rank, them = (uint32_t)peer->rank, lane = (uint32_t)hs->lane;
+
+    hs_mac(ctx, "ack", hs->nonce, me, them, lane, ack);
+    hs_mac(ctx, "yld", hs->nonce, me, them, lane, yield);
     hs_reject_bytes(reject);
-    if (chorus__mac_equal(ack, hs->reply, sizeof(ack)))
-        return hs_established(ctx, peer, hs);
-    if (chorus__mac_equal(yield, hs->reply, sizeof(yield))) {
+    if (chorus__mac_equal(ack, hs->reply, sizeof(ack)) && lane > 0) {
+        int fd = hs->fd;
+
+        hs->fd = -1;
+        hs->state = TL_TCP_HS_NONE;
+        return tl_tcp_lane_attach(ctx, peer, (int)lane, fd);
+    }
+    if (chorus__mac_equal(ack, hs->reply, sizeof(ack))) {
+        /* This rank's connection survived: the lanes are its to open. */
+        int n = hs_established(ctx, peer, hs);
+
+        return n + tl_tcp_lanes_open(ctx, peer);
+    }
+    if (chorus__mac_equal(yield, hs->reply, sizeof(yield)) && lane == 0) {
         /* Both connected at once and the peer's connection wins: it is on its way. */
         chorus_debug("rank %d: tcp: peer %d connects to this rank as well; using its "
                      "connection", ctx->rank, peer->rank);
@@ -303,15 +385,16 @@ static int hs_out_reply(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
     return tl_tcp_peer_fail(ctx, peer, CHORUS_ERR_AUTH);
 }
 
-int tl_tcp_hs_out_event(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
+int tl_tcp_hs_out_event(tl_ctx_t *ctx, tl_tcp_peer_t *peer, int lane)
 {
-    tl_tcp_hs_t *hs = &peer->hs;
-    uint64_t tag = TL_TCP_EV(TL_TCP_EV_OUT, peer->rank);
+    tl_tcp_hs_t *hs = lane == 0 ? &peer->hs : &peer->lanes[lane].hs;
+    uint64_t tag = TL_TCP_EV_LANE(TL_TCP_EV_OUT, peer->rank, lane);
     uint8_t mac[TL_TCP_MAC_BYTES];
     int err = 0, r = HS_AGAIN;
     socklen_t len = sizeof(err);
 
-    if (peer->state != TL_TCP_PEER_CONNECTING || hs->fd < 0)
+    /* The connection itself while the peer connects; a lane once the peer is up. */
+    if (peer->state != (lane == 0 ? TL_TCP_PEER_CONNECTING : TL_TCP_PEER_UP) || hs->fd < 0)
         return 0;
     switch (hs->state) {
     case TL_TCP_HS_CONNECTING:
@@ -327,8 +410,10 @@ int tl_tcp_hs_out_event(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
         r = hs_io(hs, hs->nonce, sizeof(hs->nonce), 0);
         if (r != HS_DONE)
             break;
-        hs_mac(ctx, NULL, hs->nonce, (uint32_t)ctx->rank, (uint32_t)peer->rank, mac);
-        tl_tcp_hello_encode(&hs->hello, (uint32_t)ctx->rank, (uint32_t)peer->rank, mac);
+        hs_mac(ctx, NULL, hs->nonce, (uint32_t)ctx->rank, (uint32_t)peer->rank,
+               (uint32_t)lane, mac);
+        tl_tcp_hello_encode(&hs->hello, (uint32_t)ctx->rank, (uint32_t)peer->rank,
+                            (uint32_t)lane, mac);
         hs->state = TL_TCP_HS_HELLO;
         /* fall through */
     case TL_TCP_HS_HELLO:
@@ -345,7 +430,7 @@ int tl_tcp_hs_out_event(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
     case TL_TCP_HS_REPLY:
         r = hs_io(hs, hs->reply, sizeof(hs->reply), 0);
         if (r == HS_DONE)
-            return hs_out_reply(ctx, peer);
+            return hs_out_reply(ctx, peer, hs);
         break;
     default:
         return 0;
@@ -363,9 +448,10 @@ static void hs_in_decide(tl_ctx_t *ctx, tl_tcp_hs_t *hs, int slot, uint32_t from
     tl_tcp_peer_t *peer = &ctx->peers[from];
 
     hs->rank = (int)from;
+    hs->lane = 0;
     if (peer->state == TL_TCP_PEER_CONNECTING && ctx->rank > (int)from) {
         /* Both connect at once: the higher rank's connection survives. */
-        hs_mac(ctx, "yld", hs->nonce, from, (uint32_t)ctx->rank, hs->reply);
+        hs_mac(ctx, "yld", hs->nonce, from, (uint32_t)ctx->rank, 0, hs->reply);
         hs->accept = 0;
         ctx->stats.collisions++;
         return;
@@ -379,8 +465,28 @@ static void hs_in_decide(tl_ctx_t *ctx, tl_tcp_hs_t *hs, int slot, uint32_t from
     }
     peer->state = TL_TCP_PEER_WAITING;
     peer->accepting = slot + 1;
-    hs_mac(ctx, "ack", hs->nonce, from, (uint32_t)ctx->rank, hs->reply);
+    hs_mac(ctx, "ack", hs->nonce, from, (uint32_t)ctx->rank, 0, hs->reply);
     hs->accept = 1;
+}
+
+/*
+ * A genuine hello for one of the peer's lanes: its connection must be up and
+ * the lane one both ranks take and not taken yet. Anything else closes it,
+ * and the peer, which asked for the lane, fails.
+ */
+static int hs_in_lane(tl_ctx_t *ctx, tl_tcp_hs_t *hs, tl_tcp_peer_t *peer, uint32_t lane)
+{
+    if (peer->state != TL_TCP_PEER_UP || (int)lane >= peer->nlanes ||
+        peer->lanes[lane].fd >= 0) {
+        chorus_debug("rank %d: tcp: a connection from peer %d for lane %u, which it cannot "
+                     "have now; closing it", ctx->rank, peer->rank, lane);
+        return -1;
+    }
+    hs->rank = peer->rank;
+    hs->lane = (int)lane;
+    hs_mac(ctx, "ack", hs->nonce, (uint32_t)peer->rank, (uint32_t)ctx->rank, lane, hs->reply);
+    hs->accept = 1;
+    return 0;
 }
 
 /* Check the hello in hs; 0 with the reply set, or -1 to close without a word. */
@@ -389,16 +495,16 @@ static int hs_in_hello(tl_ctx_t *ctx, tl_tcp_hs_t *hs, int slot)
     uint8_t expect[TL_TCP_MAC_BYTES], mac[TL_TCP_MAC_BYTES];
     tl_tcp_peer_t *peer;
     char why[128];
-    uint32_t from;
+    uint32_t from, lane;
 
     hs->accept = 0;
     hs_reject_bytes(hs->reply);
-    if (tl_tcp_hello_decode(&hs->hello, sizeof(hs->hello), ctx->rank, ctx->size, &from, mac,
-                            why, sizeof(why)) != CHORUS_OK) {
+    if (tl_tcp_hello_decode(&hs->hello, sizeof(hs->hello), ctx->rank, ctx->size, &from, &lane,
+                            mac, why, sizeof(why)) != CHORUS_OK) {
         hs_drop_log(ctx, "rank %d: tcp: dropping %s", ctx->rank, why);
         return 0;
     }
-    hs_mac(ctx, NULL, hs->nonce, from, (uint32_t)ctx->rank, expect);
+    hs_mac(ctx, NULL, hs->nonce, from, (uint32_t)ctx->rank, lane, expect);
     if (!chorus__mac_equal(expect, mac, sizeof(expect))) {
         hs_drop_log(ctx, "rank %d: tcp: a connection claiming to be rank %u failed "
                     "authentication (wrong job key?); dropping it", ctx->rank, from);
@@ -410,6 +516,8 @@ static int hs_in_hello(tl_ctx_t *ctx, tl_tcp_hs_t *hs, int slot)
                      "closing it", ctx->rank, from);
         return -1;
     }
+    if (lane > 0)
+        return hs_in_lane(ctx, hs, peer, lane);
     if (peer->state == TL_TCP_PEER_UP || peer->accepting) {
         /* What is left of a collision: the peer has given this attempt up already. */
         chorus_debug("rank %d: tcp: a second connection from peer %u; closing it", ctx->rank,
@@ -423,16 +531,27 @@ static int hs_in_hello(tl_ctx_t *ctx, tl_tcp_hs_t *hs, int slot)
 /* The reply is written: an ack makes the connection the peer's; the others close. */
 static int hs_in_replied(tl_ctx_t *ctx, tl_tcp_hs_t *hs)
 {
+    int fd = hs->fd;
+
     if (!hs->accept) {
         tl_tcp_hs_close(hs);
         return 0;
     }
-    return hs_established(ctx, &ctx->peers[hs->rank], hs);
+    if (hs->lane == 0)
+        return hs_established(ctx, &ctx->peers[hs->rank], hs);
+    hs->fd = -1;
+    hs->state = TL_TCP_HS_NONE;
+    hs->accept = 0;
+    return tl_tcp_lane_attach(ctx, &ctx->peers[hs->rank], hs->lane, fd);
 }
 
 /* An incoming connection ended early; the peer it proved to be, if any, is gone. */
 static int hs_in_lost(tl_ctx_t *ctx, tl_tcp_hs_t *hs, int err)
 {
+    if (hs->accept && hs->lane > 0 && ctx->peers[hs->rank].state == TL_TCP_PEER_UP) {
+        tl_tcp_hs_close(hs);
+        return hs_gone(ctx, &ctx->peers[hs->rank], "a lane's handshake", err);
+    }
     if (hs->accept && hs->rank >= 0 && ctx->peers[hs->rank].accepting) {
         tl_tcp_peer_t *peer = &ctx->peers[hs->rank];
 
@@ -513,12 +632,12 @@ static int hs_in_slot(tl_ctx_t *ctx)
     return oldest;
 }
 
-int tl_tcp_hs_accept(tl_ctx_t *ctx)
+int tl_tcp_hs_accept(tl_ctx_t *ctx, int listener)
 {
     int n = 0;
 
-    while (ctx->listen_fd >= 0) {
-        int fd = accept4(ctx->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    while (ctx->listen_fd[listener] >= 0) {
+        int fd = accept4(ctx->listen_fd[listener], NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         tl_tcp_hs_t *hs;
         int slot;
 
@@ -539,6 +658,7 @@ int tl_tcp_hs_accept(tl_ctx_t *ctx)
         hs->fd = fd;
         hs->state = TL_TCP_HS_NONCE;
         hs->rank = -1;
+        hs->lane = 0;
         hs->deadline = chorus__now() + ctx->timeout_s;
         tl_tcp_sock_tune(fd);
         if (chorus__random_bytes(hs->nonce, sizeof(hs->nonce)) != 0 ||
@@ -568,6 +688,25 @@ static int hs_expire_peer(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
     return tl_tcp_peer_fail(ctx, peer, CHORUS_ERR_TIMEOUT);
 }
 
+/* Lanes this rank opens must be up by their deadline, or the peer fails. */
+static int hs_timer_lanes(tl_ctx_t *ctx, tl_tcp_peer_t *peer, double now, double *next_p)
+{
+    for (int i = 1; i < peer->nlanes; i++) {
+        tl_tcp_lane_t *lane = &peer->lanes[i];
+
+        if (lane->hs.fd < 0)
+            continue;
+        if (lane->deadline <= now) {
+            chorus_error("rank %d: tcp: lane %d to peer %d not up within %g s", ctx->rank, i,
+                         peer->rank, ctx->timeout_s);
+            return tl_tcp_peer_fail(ctx, peer, CHORUS_ERR_TIMEOUT);
+        }
+        if (*next_p == 0 || lane->deadline < *next_p)
+            *next_p = lane->deadline;
+    }
+    return 0;
+}
+
 int tl_tcp_hs_timer(tl_ctx_t *ctx)
 {
     uint64_t expirations;
@@ -580,6 +719,10 @@ int tl_tcp_hs_timer(tl_ctx_t *ctx)
     for (int r = 0; r < ctx->size; r++) {
         tl_tcp_peer_t *peer = &ctx->peers[r];
 
+        if (peer->state == TL_TCP_PEER_UP) {
+            n += hs_timer_lanes(ctx, peer, now, &next);
+            continue;
+        }
         if (peer->state != TL_TCP_PEER_CONNECTING && peer->state != TL_TCP_PEER_WAITING)
             continue;
         if (peer->deadline <= now)

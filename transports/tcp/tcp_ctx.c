@@ -4,7 +4,9 @@
  */
 #include "transports/tcp/tcp.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -25,9 +27,9 @@
 /* Longest a context that ends normally waits for its peers to close their side. */
 #define TL_TCP_CLOSE_S      0.5
 
-_Static_assert(sizeof(tl_tcp_addr_t) <= TL_ADDR_MAX, "tcp address blob exceeds TL_ADDR_MAX");
+_Static_assert(sizeof(tl_tcp_blob_t) <= TL_ADDR_MAX, "tcp address blob exceeds TL_ADDR_MAX");
 _Static_assert(sizeof(tl_tcp_hdr_t) == 32, "tcp header must have no padding");
-_Static_assert(sizeof(tl_tcp_hello_t) == 48, "tcp hello must have no padding");
+_Static_assert(sizeof(tl_tcp_hello_t) == 52, "tcp hello must have no padding");
 
 static const chorus__config_var_t tcp_vars[] = {
     {"CHORUS_TCP_EAGER_SIZE", "256K",
@@ -41,6 +43,17 @@ static const chorus__config_var_t tcp_vars[] = {
      "It also bounds the bytes of unexpected-message buffers kept for reuse (K, M, G "
      "suffixes)",
      chorus__config_parse_size, offsetof(tl_tcp_config_t, window_bytes)},
+    {"CHORUS_TCP_STREAMS", "0",
+     "connections to each peer (1 to 8): a payload's fragments are dealt over them by the "
+     "rate each is measured to deliver at, so several streams fill a link one stream "
+     "cannot, and links of unequal speed each carry their share; ranks use the fewer of "
+     "their two settings; 0: one per address of CHORUS_TCP_IFACES",
+     chorus__config_parse_int, offsetof(tl_tcp_config_t, streams)},
+    {"CHORUS_TCP_IFACES", "",
+     "comma-separated interfaces (names, or numeric addresses) to listen on and publish, "
+     "up to 4; a peer's streams go to its addresses in turn, so each link of a node with "
+     "several carries some (empty: the one address the bootstrap chose)",
+     chorus__config_parse_string, offsetof(tl_tcp_config_t, ifaces)},
 };
 
 const chorus__config_table_t tl_tcp_config_table = {
@@ -95,6 +108,7 @@ static chorus_status_t check_params(const tl_ctx_params_t *params)
     return CHORUS_OK;
 }
 
+/* One more address to listen on, published in that order. */
 static chorus_status_t tcp_listen(tl_ctx_t *ctx, const char *host)
 {
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
@@ -125,7 +139,7 @@ static chorus_status_t tcp_listen(tl_ctx_t *ctx, const char *host)
         goto err_close;
     }
     freeaddrinfo(res);
-    ctx->listen_fd = fd;
+    ctx->listen_fd[ctx->nlisten++] = fd;
     return CHORUS_OK;
 
 err_close:
@@ -135,12 +149,20 @@ err_free:
     return CHORUS_ERR_SYSTEM;
 }
 
+static void tcp_listen_close(tl_ctx_t *ctx)
+{
+    for (int i = 0; i < ctx->nlisten; i++) {
+        if (ctx->listen_fd[i] >= 0)
+            close(ctx->listen_fd[i]);
+        ctx->listen_fd[i] = -1;
+    }
+}
+
 static void tcp_ctx_free(tl_ctx_t *ctx)
 {
     if (ctx->in != NULL)
         tl_tcp_hs_close_all(ctx);
-    if (ctx->listen_fd >= 0)
-        close(ctx->listen_fd);
+    tcp_listen_close(ctx);
     if (ctx->timer_fd >= 0)
         close(ctx->timer_fd);
     if (ctx->epfd >= 0)
@@ -167,12 +189,77 @@ static chorus_status_t tcp_read_config(tl_ctx_t *ctx)
                      ctx->cfg.window_bytes, (unsigned long long)TL_TCP_MAX_MSG);
         return CHORUS_ERR_INVALID_ARG;
     }
+    if (ctx->cfg.streams < 0 || ctx->cfg.streams > TL_TCP_STREAMS_MAX) {
+        chorus_error("rank %d: tcp: CHORUS_TCP_STREAMS=%d is not in [0, %d] (0: one per "
+                     "interface)", ctx->rank, ctx->cfg.streams, TL_TCP_STREAMS_MAX);
+        return CHORUS_ERR_INVALID_ARG;
+    }
     return CHORUS_OK;
 }
 
-static chorus_status_t tcp_watch(tl_ctx_t *ctx, int fd, uint32_t kind)
+/* name's address, numerically, into host: IPv4 first, else IPv6; 0 when it has none. */
+static int iface_address(const struct ifaddrs *list, const char *name, char *host, size_t len)
 {
-    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = TL_TCP_EV(kind, 0)};
+    for (int want = AF_INET; ; want = AF_INET6) {
+        for (const struct ifaddrs *ifa = list; ifa != NULL; ifa = ifa->ifa_next) {
+            socklen_t salen = want == AF_INET ? sizeof(struct sockaddr_in)
+                                              : sizeof(struct sockaddr_in6);
+
+            if (ifa->ifa_addr == NULL || ifa->ifa_addr->sa_family != want ||
+                strcmp(ifa->ifa_name, name) != 0)
+                continue;
+            if (getnameinfo(ifa->ifa_addr, salen, host, (socklen_t)len, NULL, 0,
+                            NI_NUMERICHOST) == 0)
+                return 1;
+        }
+        if (want == AF_INET6)
+            return 0;
+    }
+}
+
+/* Listen on every entry of CHORUS_TCP_IFACES: an interface's name, or an address. */
+static chorus_status_t tcp_listen_ifaces(tl_ctx_t *ctx)
+{
+    char list[sizeof(ctx->cfg.ifaces.s)], *save = NULL;
+    struct ifaddrs *ifas = NULL;
+    chorus_status_t status = CHORUS_OK;
+
+    memcpy(list, ctx->cfg.ifaces.s, sizeof(list));
+    if (getifaddrs(&ifas) < 0) {
+        chorus_error("rank %d: tcp: getifaddrs failed: %m", ctx->rank);
+        return CHORUS_ERR_SYSTEM;
+    }
+    for (char *name = strtok_r(list, ", ", &save); name != NULL && status == CHORUS_OK;
+         name = strtok_r(NULL, ", ", &save)) {
+        char host[TL_TCP_HOST_MAX];
+        struct in6_addr any;
+
+        if (ctx->nlisten == TL_TCP_ADDRS_MAX) {
+            chorus_error("rank %d: tcp: CHORUS_TCP_IFACES='%s' names more than %d interfaces",
+                         ctx->rank, ctx->cfg.ifaces.s, TL_TCP_ADDRS_MAX);
+            status = CHORUS_ERR_INVALID_ARG;
+        } else if (inet_pton(AF_INET, name, &any) == 1 || inet_pton(AF_INET6, name, &any) == 1) {
+            status = tcp_listen(ctx, name);
+        } else if (iface_address(ifas, name, host, sizeof(host))) {
+            status = tcp_listen(ctx, host);
+        } else {
+            chorus_error("rank %d: tcp: CHORUS_TCP_IFACES: '%s' is neither an address nor an "
+                         "interface with one", ctx->rank, name);
+            status = CHORUS_ERR_INVALID_ARG;
+        }
+    }
+    freeifaddrs(ifas);
+    if (status == CHORUS_OK && ctx->nlisten == 0) {
+        chorus_error("rank %d: tcp: CHORUS_TCP_IFACES='%s' names no interface", ctx->rank,
+                     ctx->cfg.ifaces.s);
+        status = CHORUS_ERR_INVALID_ARG;
+    }
+    return status;
+}
+
+static chorus_status_t tcp_watch(tl_ctx_t *ctx, int fd, uint32_t kind, int index)
+{
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = TL_TCP_EV(kind, index)};
 
     if (epoll_ctl(ctx->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
         chorus_error("rank %d: tcp: epoll_ctl(add) failed: %m", ctx->rank);
@@ -192,11 +279,11 @@ static chorus_status_t tcp_events_open(tl_ctx_t *ctx, const char *host)
         chorus_error("rank %d: tcp: epoll_create1 or timerfd_create failed: %m", ctx->rank);
         return CHORUS_ERR_SYSTEM;
     }
-    status = tcp_watch(ctx, ctx->timer_fd, TL_TCP_EV_TIMER);
+    status = tcp_watch(ctx, ctx->timer_fd, TL_TCP_EV_TIMER, 0);
     if (status == CHORUS_OK)
-        status = tcp_listen(ctx, host);
-    if (status == CHORUS_OK)
-        status = tcp_watch(ctx, ctx->listen_fd, TL_TCP_EV_LISTEN);
+        status = ctx->cfg.ifaces.s[0] != '\0' ? tcp_listen_ifaces(ctx) : tcp_listen(ctx, host);
+    for (int i = 0; status == CHORUS_OK && i < ctx->nlisten; i++)
+        status = tcp_watch(ctx, ctx->listen_fd[i], TL_TCP_EV_LISTEN, i);
     return status;
 }
 
@@ -209,20 +296,17 @@ static tl_ctx_t *tcp_ctx_alloc(const tl_ctx_params_t *params)
     ctx->rank = params->rank;
     ctx->size = params->size;
     ctx->timeout_s = params->timeout_s;
-    ctx->listen_fd = ctx->epfd = ctx->timer_fd = -1;
+    ctx->epfd = ctx->timer_fd = -1;
+    for (int i = 0; i < TL_TCP_ADDRS_MAX; i++)
+        ctx->listen_fd[i] = -1;
     ctx->fatal = CHORUS_OK;
     ctx->ctrl = params->ctrl;
     ctx->ctrl_arg = params->ctrl_arg;
     ctx->scratch_len = TL_TCP_SCRATCH;
-    /* Every other rank may be authenticating at once, with room for strangers besides. */
-    ctx->in_max = 2 * (params->size - 1) + 8;
     ctx->peers = calloc((size_t)params->size, sizeof(*ctx->peers));
-    ctx->in = calloc((size_t)ctx->in_max, sizeof(*ctx->in));
     ctx->scratch = malloc(ctx->scratch_len);
     ctx->auth_key = malloc(params->auth_key_len);
-    for (int i = 0; ctx->in != NULL && i < ctx->in_max; i++)
-        ctx->in[i].fd = -1;
-    if (ctx->peers == NULL || ctx->in == NULL || ctx->scratch == NULL || ctx->auth_key == NULL) {
+    if (ctx->peers == NULL || ctx->scratch == NULL || ctx->auth_key == NULL) {
         tcp_ctx_free(ctx);
         return NULL;
     }
@@ -231,6 +315,25 @@ static tl_ctx_t *tcp_ctx_alloc(const tl_ctx_params_t *params)
     for (int r = 0; r < ctx->size; r++)
         tl_tcp_peer_init(&ctx->peers[r], r);
     return ctx;
+}
+
+/*
+ * Streams per peer, and the slots for incoming connections: every other rank
+ * may be authenticating its connection and its lanes at once (two for the
+ * connection when both ranks connect), with room for strangers besides.
+ */
+static chorus_status_t tcp_slots_alloc(tl_ctx_t *ctx)
+{
+    ctx->streams = ctx->cfg.streams > 0 ? ctx->cfg.streams : ctx->nlisten;
+    ctx->in_max = (ctx->streams + 1) * (ctx->size - 1) + 8;
+    ctx->in = calloc((size_t)ctx->in_max, sizeof(*ctx->in));
+    if (ctx->in == NULL) {
+        chorus_error("rank %d: tcp: no memory for %d connection slots", ctx->rank, ctx->in_max);
+        return CHORUS_ERR_NO_MEMORY;
+    }
+    for (int i = 0; i < ctx->in_max; i++)
+        ctx->in[i].fd = -1;
+    return CHORUS_OK;
 }
 
 static chorus_status_t tcp_ctx_create(const tl_ctx_params_t *params, tl_ctx_t **ctx_p)
@@ -250,6 +353,8 @@ static chorus_status_t tcp_ctx_create(const tl_ctx_params_t *params, tl_ctx_t **
     status = tcp_read_config(ctx);
     if (status == CHORUS_OK)
         status = tcp_events_open(ctx, params->bind_host);
+    if (status == CHORUS_OK)
+        status = tcp_slots_alloc(ctx);
     if (status != CHORUS_OK) {
         tcp_ctx_free(ctx);
         return status;
@@ -260,23 +365,30 @@ static chorus_status_t tcp_ctx_create(const tl_ctx_params_t *params, tl_ctx_t **
 
 static chorus_status_t tcp_get_address(tl_ctx_t *ctx, void *addr, size_t *len_p)
 {
-    struct sockaddr_storage ss;
-    socklen_t sslen = sizeof(ss);
-    tl_tcp_addr_t blob;
-    int rc;
+    tl_tcp_blob_t blob;
 
-    if (ctx == NULL || addr == NULL || len_p == NULL || ctx->listen_fd < 0)
+    if (ctx == NULL || addr == NULL || len_p == NULL || ctx->nlisten == 0 ||
+        ctx->listen_fd[0] < 0)
         return CHORUS_ERR_INVALID_ARG;
-    if (getsockname(ctx->listen_fd, (struct sockaddr *)&ss, &sslen) < 0) {
-        chorus_error("rank %d: tcp: getsockname failed: %m", ctx->rank);
-        return CHORUS_ERR_SYSTEM;
-    }
     memset(&blob, 0, sizeof(blob));
-    rc = getnameinfo((struct sockaddr *)&ss, sslen, blob.host, sizeof(blob.host), blob.port,
-                     sizeof(blob.port), NI_NUMERICHOST | NI_NUMERICSERV);
-    if (rc != 0) {
-        chorus_error("rank %d: tcp: getnameinfo failed: %s", ctx->rank, gai_strerror(rc));
-        return CHORUS_ERR_SYSTEM;
+    blob.count = (uint8_t)ctx->nlisten;
+    blob.streams = (uint8_t)ctx->streams;
+    for (int i = 0; i < ctx->nlisten; i++) {
+        struct sockaddr_storage ss;
+        socklen_t sslen = sizeof(ss);
+        tl_tcp_addr_t *a = &blob.addr[i];
+        int rc;
+
+        if (getsockname(ctx->listen_fd[i], (struct sockaddr *)&ss, &sslen) < 0) {
+            chorus_error("rank %d: tcp: getsockname failed: %m", ctx->rank);
+            return CHORUS_ERR_SYSTEM;
+        }
+        rc = getnameinfo((struct sockaddr *)&ss, sslen, a->host, sizeof(a->host), a->port,
+                         sizeof(a->port), NI_NUMERICHOST | NI_NUMERICSERV);
+        if (rc != 0) {
+            chorus_error("rank %d: tcp: getnameinfo failed: %s", ctx->rank, gai_strerror(rc));
+            return CHORUS_ERR_SYSTEM;
+        }
     }
     memcpy(addr, &blob, sizeof(blob));
     *len_p = sizeof(blob);
@@ -285,22 +397,30 @@ static chorus_status_t tcp_get_address(tl_ctx_t *ctx, void *addr, size_t *len_p)
 
 static int tcp_event(tl_ctx_t *ctx, const struct epoll_event *ev)
 {
-    uint32_t kind = (uint32_t)(ev->data.u64 >> 32);
-    int index = (int)(uint32_t)ev->data.u64;
+    uint32_t kind = TL_TCP_EV_KIND(ev->data.u64);
+    int index = (int)(uint32_t)ev->data.u64, lane = TL_TCP_EV_LANE_OF(ev->data.u64);
     tl_tcp_peer_t *peer;
     int n = 0;
 
     switch (kind) {
     case TL_TCP_EV_LISTEN:
-        return tl_tcp_hs_accept(ctx);
+        return tl_tcp_hs_accept(ctx, index);
     case TL_TCP_EV_TIMER:
         return tl_tcp_hs_timer(ctx);
     case TL_TCP_EV_OUT:
-        return tl_tcp_hs_out_event(ctx, &ctx->peers[index]);
+        return tl_tcp_hs_out_event(ctx, &ctx->peers[index], lane);
     case TL_TCP_EV_IN:
         return tl_tcp_hs_in_event(ctx, index);
     default:
         peer = &ctx->peers[index];
+        if (lane > 0) {
+            if (ev->events & (EPOLLIN | EPOLLHUP | EPOLLERR))
+                n += tl_tcp_lane_read(ctx, peer, lane);
+            /* A lane that finished a frame may let any lane, the connection too, take one. */
+            if (ev->events & (EPOLLOUT | EPOLLHUP | EPOLLERR))
+                n += tl_tcp_peer_write(ctx, peer);
+            return n + tl_tcp_peer_update_events(ctx, peer);
+        }
         /* An earlier event of this batch may have closed the peer: both calls check. */
         if (ev->events & (EPOLLIN | EPOLLHUP | EPOLLERR))
             n += tl_tcp_peer_read(ctx, peer);
@@ -352,10 +472,7 @@ static void tcp_fail_all(tl_ctx_t *ctx, chorus_status_t status)
     }
     tl_tcp_hs_close_all(ctx);
     /* No new connection may arrive once the context has failed. */
-    if (ctx->listen_fd >= 0) {
-        close(ctx->listen_fd);
-        ctx->listen_fd = -1;
-    }
+    tcp_listen_close(ctx);
     ctx->deferred += n;
 }
 
@@ -373,11 +490,11 @@ static int tcp_connections(tl_ctx_t *ctx)
     return n;
 }
 
-/* Read and drop what peer sent; 1 once it closed its side (or the connection broke). */
-static int close_drain(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
+/* Read and drop what came on fd; 1 once the peer closed its side (or the connection broke). */
+static int close_drain(tl_ctx_t *ctx, int fd)
 {
     for (;;) {
-        ssize_t r = read(peer->fd, ctx->scratch, ctx->scratch_len);
+        ssize_t r = read(fd, ctx->scratch, ctx->scratch_len);
 
         if (r > 0)
             continue;
@@ -393,33 +510,39 @@ static int close_drain(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
  * close their side, for at most TL_TCP_CLOSE_S. Closing a socket with unread
  * data in it makes the kernel reset the connection, and a reset makes the
  * peer's kernel drop what it received but its process has not read yet:
- * the last messages of a call, ahead of the credit this rank sent back.
+ * the last messages of a call, ahead of the credit this rank sent back. The
+ * lanes close the same way.
  */
 static void tcp_close_gently(tl_ctx_t *ctx)
 {
     double deadline = chorus__now() + TL_TCP_CLOSE_S;
-    struct pollfd *fds = calloc((size_t)ctx->size, sizeof(*fds));
+    size_t nfds = (size_t)ctx->size * TL_TCP_STREAMS_MAX;
+    struct pollfd *fds = calloc(nfds, sizeof(*fds));
     int open = 0;
 
     if (fds == NULL)
         return;
-    for (int r = 0; r < ctx->size; r++) {
-        fds[r].fd = -1;
-        if (ctx->peers[r].fd < 0 || shutdown(ctx->peers[r].fd, SHUT_WR) != 0)
+    for (size_t i = 0; i < nfds; i++) {
+        const tl_tcp_peer_t *peer = &ctx->peers[i / TL_TCP_STREAMS_MAX];
+        int lane = (int)(i % TL_TCP_STREAMS_MAX);
+        int fd = lane == 0 ? peer->fd : peer->lanes[lane].fd;
+
+        fds[i].fd = -1;
+        if (fd < 0 || shutdown(fd, SHUT_WR) != 0)
             continue;
-        fds[r] = (struct pollfd){.fd = ctx->peers[r].fd, .events = POLLIN};
+        fds[i] = (struct pollfd){.fd = fd, .events = POLLIN};
         open++;
     }
     while (open > 0 && chorus__now() < deadline) {
-        int n = poll(fds, (nfds_t)ctx->size, chorus__ms_left(deadline));
+        int n = poll(fds, (nfds_t)nfds, chorus__ms_left(deadline));
 
         if (n < 0 && errno != EINTR)
             break;
-        for (int r = 0; n > 0 && r < ctx->size; r++) {
-            if (fds[r].fd < 0 || fds[r].revents == 0)
+        for (size_t i = 0; n > 0 && i < nfds; i++) {
+            if (fds[i].fd < 0 || fds[i].revents == 0)
                 continue;
-            if (close_drain(ctx, &ctx->peers[r])) {
-                fds[r].fd = -1;
+            if (close_drain(ctx, fds[i].fd)) {
+                fds[i].fd = -1;
                 open--;
             }
         }

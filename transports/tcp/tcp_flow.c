@@ -94,10 +94,13 @@ tl_tcp_ue_t *tl_tcp_rts_alloc(tl_ctx_t *ctx, const tl_tcp_frame_t *frame)
 static void ue_free(tl_ctx_t *ctx, tl_tcp_ue_t *ue)
 {
     ue_account(ctx, sizeof(*ue) + ue->capacity, 0);
-    if (ue->rts)
+    if (ue->rts) {
+        free(ue->seen);
         free(ue);
-    else
+    }
+    else {
         chorus__pages_free(ue, sizeof(*ue) + ue->capacity);
+    }
 }
 
 /*
@@ -159,6 +162,16 @@ static void ueq_unlink(tl_tcp_ueq_t *q, tl_tcp_ue_t *prev, tl_tcp_ue_t *ue)
     ue->next = NULL;
 }
 
+/* Unlink ue, which is in q. */
+static void ueq_remove(tl_tcp_ueq_t *q, tl_tcp_ue_t *ue)
+{
+    tl_tcp_ue_t *prev = NULL;
+
+    for (tl_tcp_ue_t *at = q->head; at != NULL && at != ue; at = at->next)
+        prev = at;
+    ueq_unlink(q, prev, ue);
+}
+
 tl_tcp_ue_t *tl_tcp_ueq_take(tl_tcp_ueq_t *q, uint32_t space, uint64_t tag)
 {
     tl_tcp_ue_t *prev = NULL;
@@ -191,16 +204,13 @@ static int recq_fail(tl_ctx_t *ctx, tl_tcp_ueq_t *q, chorus_status_t status)
 int tl_tcp_peer_drop_rx(tl_ctx_t *ctx, tl_tcp_peer_t *peer, chorus_status_t status)
 {
     if (peer->rx_ue != NULL) {
-        tl_tcp_ue_t *prev = NULL;
-
-        /* A partial data message is the newest one: find its predecessor. */
-        for (tl_tcp_ue_t *ue = peer->ueq.head; ue != NULL && ue != peer->rx_ue; ue = ue->next)
-            prev = ue;
+        /* A partial data message is the newest one. */
         if (!peer->rx_ctrl)
-            ueq_unlink(&peer->ueq, prev, peer->rx_ue);
+            ueq_remove(&peer->ueq, peer->rx_ue);
         tl_tcp_ue_release(ctx, NULL, peer->rx_ue);
         peer->rx_ue = NULL;
     }
+    peer->rx_rec = NULL;
     return recq_fail(ctx, &peer->ctsq, status) + recq_fail(ctx, &peer->rdvq, status);
 }
 
@@ -253,10 +263,20 @@ int tl_tcp_recv_rts(tl_ctx_t *ctx, tl_tcp_peer_t *peer, tl_tcp_ue_t *rts, tl_req
 {
     int n = 0;
 
+    uint64_t frags;
+
+    rts->frag = tl_tcp_stripe_frag(rts->length, peer->nlanes);
+    frags = (rts->length + rts->frag - 1) / rts->frag;
     if (!tl_tcp_msg_fits(ctx, peer->rank, rts->tag, rts->length, req)) {
         tl_tcp_req_complete(req, CHORUS_ERR_TRUNCATED, 0);
         n = 1;
         /* The CTS says "dropped": the payload never travels. */
+        rts->req = NULL;
+    } else if ((rts->seen = calloc((size_t)(frags + 63) / 64, sizeof(uint64_t))) == NULL) {
+        chorus_error("rank %d: no memory to track the %llu fragments of a message from "
+                     "peer %d", ctx->rank, (unsigned long long)frags, peer->rank);
+        tl_tcp_req_complete(req, CHORUS_ERR_NO_MEMORY, 0);
+        n = 1;
         rts->req = NULL;
     } else {
         req->offset = 0;
@@ -297,6 +317,11 @@ chorus_status_t tl_tcp_rx_cts(tl_ctx_t *ctx, tl_tcp_peer_t *peer, const tl_tcp_f
         return CHORUS_ERR_PROTOCOL;
     }
     *completed_p = 0;
+    if (frame->length != 0 && (frame->space < TL_TCP_FRAG_MIN || frame->space > TL_TCP_FRAG_MAX ||
+                               (frame->space & (frame->space - 1)) != 0)) {
+        tl_tcp_reqq_push(&peer->rtsq, req);
+        return CHORUS_ERR_PROTOCOL;
+    }
     if (frame->length == 0) {
         /* The receiver dropped it as truncated: this side's part is done. */
         tl_tcp_req_complete(req, CHORUS_OK, req->capacity);
@@ -304,25 +329,45 @@ chorus_status_t tl_tcp_rx_cts(tl_ctx_t *ctx, tl_tcp_peer_t *peer, const tl_tcp_f
         return CHORUS_OK;
     }
     req->offset = 0;
+    req->moved = 0;
+    req->frag = frame->space;
     tl_tcp_reqq_push(&peer->rdataq, req);
     return CHORUS_OK;
 }
 
-chorus_status_t tl_tcp_rx_rdata(tl_ctx_t *ctx, tl_tcp_peer_t *peer,
-                                const tl_tcp_frame_t *frame)
+/*
+ * Fragments may come in any order and on any lane, each at its offset: one
+ * that is not a whole fragment of a message asked for, or that came before,
+ * breaks the protocol (it would overwrite or leave a hole unnoticed).
+ */
+tl_tcp_ue_t *tl_tcp_rdata_place(tl_tcp_peer_t *peer, const tl_tcp_frame_t *frame,
+                                unsigned char **dst_p)
 {
-    tl_tcp_ue_t *rec = peer->rdvq.head;
+    uint64_t off = frame->tag, index;
+    tl_tcp_ue_t *rec;
 
-    (void)ctx;
-    /* Payloads come in the order of the CTS frames that asked for them. */
-    if (rec == NULL || rec->id != frame->id ||
-        frame->length > rec->length - rec->req->offset)
-        return CHORUS_ERR_PROTOCOL;
-    peer->rx_dst = (unsigned char *)rec->req->buf + rec->req->offset;
-    peer->rx_req = NULL;
-    peer->rx_ue = NULL;
-    peer->rx_state = TL_TCP_RX_PAYLOAD;
-    return CHORUS_OK;
+    for (rec = peer->rdvq.head; rec != NULL && rec->id != frame->id; rec = rec->next)
+        ;
+    if (rec == NULL || off >= rec->length || off % rec->frag != 0 ||
+        frame->length != (rec->length - off < rec->frag ? rec->length - off : rec->frag))
+        return NULL;
+    index = off / rec->frag;
+    if (rec->seen[index / 64] & (UINT64_C(1) << (index % 64)))
+        return NULL;
+    rec->seen[index / 64] |= UINT64_C(1) << (index % 64);
+    *dst_p = (unsigned char *)rec->req->buf + off;
+    return rec;
+}
+
+int tl_tcp_rdata_arrived(tl_ctx_t *ctx, tl_tcp_peer_t *peer, tl_tcp_ue_t *rec, uint64_t len)
+{
+    rec->got += len;
+    if (rec->got < rec->length)
+        return 0;
+    ueq_remove(&peer->rdvq, rec);
+    tl_tcp_req_complete(rec->req, CHORUS_OK, (size_t)rec->length);
+    ue_free(ctx, rec);
+    return 1;
 }
 
 /* ---- The next frame to write ------------------------------------------------ */
@@ -345,25 +390,52 @@ static void tx_cts_frame(tl_ctx_t *ctx, tl_tcp_peer_t *peer, tl_tcp_frame_t *f)
     f->type = TL_TCP_FRAME_CTS;
     f->id = rec->id;
     f->length = rec->req != NULL ? rec->length : 0;
+    f->space = rec->req != NULL ? rec->frag : 0;
     if (rec->req != NULL)
         tl_tcp_ueq_push(&peer->rdvq, rec);
     else
         ue_free(ctx, rec);
 }
 
-static void tx_rdata_frame(tl_tcp_peer_t *peer, tl_tcp_frame_t *f)
+int tl_tcp_rdata_take(tl_tcp_peer_t *peer, int lane, tl_tcp_tx_t *tx)
 {
     tl_req_t *req = peer->rdataq.head;
-    size_t left = req->capacity - req->offset;
-    size_t len = left < TL_TCP_FRAG_MAX ? left : TL_TCP_FRAG_MAX;
+    tl_tcp_frame_t f = {.type = TL_TCP_FRAME_RDATA};
+    size_t left, len;
 
-    f->type = TL_TCP_FRAME_RDATA;
-    f->id = (uint32_t)req->id;
-    f->length = len;
-    peer->tx.payload = (const unsigned char *)req->buf + req->offset;
-    peer->tx.len = len;
-    peer->tx.req = req;
+    (void)lane;
+    if (req == NULL)
+        return 0;
+    left = req->capacity - req->offset;
+    len = left < req->frag ? left : req->frag;
+    f.id = (uint32_t)req->id;
+    f.tag = req->offset;
+    f.length = len;
+    memset(tx, 0, sizeof(*tx));
+    tl_tcp_header_encode(&tx->hdr, &f);
+    tx->payload = (const unsigned char *)req->buf + req->offset;
+    tx->len = len;
+    tx->req = req;
+    tx->busy = 1;
     req->offset += len;
+    /* Dealt out whole: the send completes once the last of its frames is written. */
+    if (req->offset == req->capacity)
+        tl_tcp_reqq_pop(&peer->rdataq);
+    return 1;
+}
+
+int tl_tcp_rdata_written(tl_ctx_t *ctx, tl_tcp_peer_t *peer, int lane, tl_tcp_tx_t *tx)
+{
+    tl_req_t *req = tx->req;
+
+    (void)peer;
+    ctx->stats.lane_bytes[lane] += tx->len;
+    req->moved += tx->len;
+    memset(tx, 0, sizeof(*tx));
+    if (req->moved < req->capacity)
+        return 0;
+    tl_tcp_req_complete(req, CHORUS_OK, req->capacity);
+    return 1;
 }
 
 /* A new message: eager while the credit covers it, else announced by an RTS. */
@@ -410,10 +482,12 @@ int tl_tcp_tx_next(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
         tx_credit_frame(ctx, peer, &f);
     } else if (peer->ctsq.head != NULL) {
         tx_cts_frame(ctx, peer, &f);
-    } else if (peer->rdataq.head != NULL && (!message || !peer->message_turn)) {
+    } else if (peer->rdataq.head != NULL && (!message || !peer->message_turn) &&
+               (peer->lanes_up <= 1 || peer->deal_to == 0)) {
         /* Payload fragments and new messages take turns: neither waits behind the other. */
-        tx_rdata_frame(peer, &f);
         peer->message_turn = 1;
+        peer->deal_to = -1;
+        return tl_tcp_rdata_take(peer, 0, &peer->tx);
     } else if (message) {
         tx_message_frame(ctx, peer, &f);
         peer->message_turn = 0;
@@ -430,15 +504,10 @@ int tl_tcp_tx_done(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
     tl_req_t *req = peer->tx.req;
     uint8_t type = peer->tx.hdr.type;
 
-    (void)ctx;
+    if (type == TL_TCP_FRAME_RDATA)
+        return tl_tcp_rdata_written(ctx, peer, 0, &peer->tx);
     memset(&peer->tx, 0, sizeof(peer->tx));
     if (type == TL_TCP_FRAME_DATA) {
-        tl_tcp_req_complete(req, CHORUS_OK, req->capacity);
-        return 1;
-    }
-    if (type == TL_TCP_FRAME_RDATA && req->offset == req->capacity) {
-        /* A rendezvous send is done when its payload is written. */
-        tl_tcp_reqq_pop(&peer->rdataq);
         tl_tcp_req_complete(req, CHORUS_OK, req->capacity);
         return 1;
     }

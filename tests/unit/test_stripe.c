@@ -1,0 +1,202 @@
+/*
+ * tcp_stripe.c: which lane takes a payload's next fragment, over simulated
+ * links. Each lane drains its socket at its link's rate; a lane whose socket
+ * holds a buffer's worth takes nothing until it drains, as a socket that
+ * would block; rates are measured only from what the lanes deliver.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+
+#include "transports/tcp/tcp.h"
+
+#define MiB (1u << 20)
+#define STEP 0.0005 /* seconds of simulated time per step */
+#define SOCKBUF (4.0 * MiB)
+
+typedef struct {
+    int n;
+    double link[TL_TCP_STREAMS_MAX];    /* true rate, bytes per second */
+    tl_tcp_rate_t rate[TL_TCP_STREAMS_MAX];
+    uint64_t backlog[TL_TCP_STREAMS_MAX];
+    int up[TL_TCP_STREAMS_MAX];
+    double carried[TL_TCP_STREAMS_MAX];  /* payload bytes each lane took */
+    double t;
+} sim_t;
+
+static void sim_init(sim_t *s, int n, const double *link)
+{
+    memset(s, 0, sizeof(*s));
+    s->n = n;
+    for (int i = 0; i < n; i++) {
+        s->link[i] = link[i];
+        s->up[i] = 1;
+    }
+}
+
+/*
+ * Send `bytes` in fragments of `frag`; the links change to `later` (when not
+ * NULL) once `switch_at` bytes have been dealt. Returns the time until the
+ * last byte is delivered; carried[] says who took what (from `from` on, when
+ * counting starts at the switch).
+ */
+static double sim_send(sim_t *s, double bytes, size_t frag, const double *later,
+                       double switch_at, double *dealt_at_switch_t)
+{
+    double dealt = 0, t0 = s->t;
+    int switched = later == NULL;
+
+    for (;;) {
+        uint64_t left_total = 0;
+
+        for (int i = 0; i < s->n; i++) {
+            uint64_t d = (uint64_t)fmin((double)s->backlog[i], s->link[i] * STEP);
+
+            s->backlog[i] -= d;
+            left_total += s->backlog[i];
+        }
+        s->t += STEP;
+        for (int i = 0; i < s->n; i++)
+            tl_tcp_rate_sample(&s->rate[i], s->t, s->backlog[i]);
+        if (dealt >= bytes && left_total == 0)
+            return s->t - t0;
+        while (dealt < bytes) {
+            size_t f = bytes - dealt < (double)frag ? (size_t)(bytes - dealt) : frag;
+            int k = tl_tcp_stripe_pick(s->rate, s->backlog, s->up, s->n, f);
+
+            cr_assert(k >= 0 && k < s->n);
+            if ((double)s->backlog[k] + (double)f > SOCKBUF)
+                break; /* the chosen lane's socket is full: the fragment waits for it */
+            s->backlog[k] += f;
+            s->rate[k].sent += f;
+            s->carried[k] += (double)f;
+            dealt += (double)f;
+            if (!switched && dealt >= switch_at) {
+                switched = 1;
+                memcpy(s->link, later, sizeof(double) * (size_t)s->n);
+                memset(s->carried, 0, sizeof(s->carried));
+                *dealt_at_switch_t = s->t;
+            }
+        }
+        cr_assert_lt(s->t - t0, 1000.0, "the simulated transfer never ends");
+    }
+}
+
+/* 600 and 200 Mbit/s: the faster link carries three quarters, and the pair finishes together. */
+Test(stripe, unequal_links_share_by_rate)
+{
+    const double link[2] = {600e6 / 8, 200e6 / 8};
+    const double bytes = 64.0 * MiB, ideal = bytes / (link[0] + link[1]);
+    sim_t s;
+    double t;
+
+    sim_init(&s, 2, link);
+    t = sim_send(&s, bytes, tl_tcp_stripe_frag((uint64_t)bytes, 2), NULL, 0, NULL);
+    cr_expect_lt(t, 1.05 * ideal, "%.3f s for %.3f s of links", t, ideal);
+    cr_expect(fabs(s.carried[0] / bytes - 0.75) < 0.03, "fast lane carried %.3f",
+              s.carried[0] / bytes);
+    cr_expect(fabs(s.rate[0].rate / link[0] - 1) < 0.1 && fabs(s.rate[1].rate / link[1] - 1) < 0.1,
+              "measured %.0f and %.0f B/s", s.rate[0].rate, s.rate[1].rate);
+}
+
+/* An equal split would take twice the slower link's time: at least 1.9x slower here. */
+Test(stripe, beats_an_equal_split)
+{
+    const double link[2] = {600e6 / 8, 200e6 / 8};
+    const double bytes = 64.0 * MiB, equal = bytes / 2 / link[1];
+    sim_t s;
+
+    sim_init(&s, 2, link);
+    cr_expect_lt(sim_send(&s, bytes, 256 << 10, NULL, 0, NULL), equal / 1.9);
+}
+
+/* Equal links: equal shares; one lane: all of it. */
+Test(stripe, equal_links_and_one)
+{
+    const double link[4] = {1e8, 1e8, 1e8, 1e8};
+    const double bytes = 32.0 * MiB;
+    sim_t s;
+
+    sim_init(&s, 4, link);
+    sim_send(&s, bytes, 256 << 10, NULL, 0, NULL);
+    for (int i = 0; i < 4; i++)
+        cr_expect(fabs(s.carried[i] / bytes - 0.25) < 0.03, "lane %d carried %.3f", i,
+                  s.carried[i] / bytes);
+    sim_init(&s, 1, link);
+    sim_send(&s, bytes, 256 << 10, NULL, 0, NULL);
+    cr_expect_eq(s.carried[0], bytes);
+}
+
+/* The links trade rates mid-transfer: the shares follow within the rest of the message. */
+Test(stripe, follows_a_change)
+{
+    const double before[2] = {600e6 / 8, 200e6 / 8}, after[2] = {200e6 / 8, 600e6 / 8};
+    const double bytes = 128.0 * MiB;
+    double t_switch = 0, t;
+    sim_t s;
+
+    sim_init(&s, 2, before);
+    t = sim_send(&s, bytes, 256 << 10, after, bytes / 2, &t_switch);
+    cr_expect(fabs(s.carried[1] / (bytes / 2) - 0.75) < 0.06,
+              "after the change the now faster lane carried %.3f", s.carried[1] / (bytes / 2));
+    /* The second half costs little more than it would on links that had always been so. */
+    cr_expect_lt(t - t_switch, 1.1 * (bytes / 2) / (after[0] + after[1]) + 0.2,
+                 "%.3f s after the change", t - t_switch);
+}
+
+/* The choice itself: least time to deliver; unmeasured lanes as the fastest; lanes down skipped. */
+Test(stripe, pick)
+{
+    tl_tcp_rate_t r[3] = {{.rate = 100}, {.rate = 300}, {.rate = 0}};
+    uint64_t backlog[3] = {0, 200, 0};
+    int up[3] = {1, 1, 0};
+
+    /* (0 + 100) / 100 = 1 s against (200 + 100) / 300 = 1 s: the first wins a tie. */
+    cr_expect_eq(tl_tcp_stripe_pick(r, backlog, up, 3, 100), 0);
+    backlog[1] = 150;
+    cr_expect_eq(tl_tcp_stripe_pick(r, backlog, up, 3, 100), 1);
+    /* Lane 2 comes up unmeasured: taken at 300, with nothing queued it goes first. */
+    up[2] = 1;
+    cr_expect_eq(tl_tcp_stripe_pick(r, backlog, up, 3, 100), 2);
+    up[0] = up[1] = up[2] = 0;
+    cr_expect_eq(tl_tcp_stripe_pick(r, backlog, up, 3, 100), -1);
+    /* None measured: the least backlog. */
+    memset(r, 0, sizeof(r));
+    up[0] = up[1] = up[2] = 1;
+    backlog[0] = 10, backlog[1] = 5, backlog[2] = 7;
+    cr_expect_eq(tl_tcp_stripe_pick(r, backlog, up, 3, 100), 1);
+}
+
+/* A measure needs a backlog throughout; an idle lane keeps the rate it had. */
+Test(stripe, rate_sample)
+{
+    tl_tcp_rate_t r = {0};
+
+    r.sent = 1000;
+    tl_tcp_rate_sample(&r, 1.0, 1000);   /* starts a measure: nothing acknowledged yet */
+    tl_tcp_rate_sample(&r, 1.001, 900);  /* too soon */
+    cr_expect_eq(r.rate, 0);
+    tl_tcp_rate_sample(&r, 1.01, 500);   /* 500 bytes in 10 ms */
+    cr_expect(fabs(r.rate - 50000) < 1, "%f", r.rate);
+    tl_tcp_rate_sample(&r, 2.0, 0);      /* drained: no measure, the rate stays */
+    cr_expect(fabs(r.rate - 50000) < 1);
+    r.sent += 2000;
+    tl_tcp_rate_sample(&r, 3.0, 2000);
+    tl_tcp_rate_sample(&r, 3.01, 1000);  /* 1000 bytes in 10 ms: halfway to 100000 */
+    cr_expect(fabs(r.rate - 75000) < 1, "%f", r.rate);
+}
+
+/* Whole 1 MiB fragments on one lane; 64-256 KiB, at least 16 per lane, when shared. */
+Test(stripe, fragment_size)
+{
+    cr_expect_eq(tl_tcp_stripe_frag(64 * MiB, 1), TL_TCP_FRAG_MAX);
+    cr_expect_eq(tl_tcp_stripe_frag(100, 2), 64u << 10);
+    cr_expect_eq(tl_tcp_stripe_frag(4 * MiB, 2), 128u << 10);
+    cr_expect_eq(tl_tcp_stripe_frag(64 * MiB, 2), 256u << 10);
+    cr_expect_eq(tl_tcp_stripe_frag(UINT64_C(1) << 40, 8), 256u << 10);
+    for (int n = 2; n <= TL_TCP_STREAMS_MAX; n++) {
+        uint32_t f = tl_tcp_stripe_frag(8 * MiB, n);
+
+        cr_expect(f >= TL_TCP_FRAG_MIN && f <= TL_TCP_FRAG_MAX && (f & (f - 1)) == 0);
+    }
+}

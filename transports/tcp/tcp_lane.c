@@ -1,0 +1,270 @@
+/*
+ * TCP transport: a peer's lanes, the connections beside its own that carry
+ * payload fragments (tcp.h, "Streams"). Lane 0 is the connection itself and
+ * keeps its reader and writer (tcp_conn.c); lanes 1.. read and write RDATA
+ * frames only, with the small reader and writer here. Which lane takes a
+ * fragment is tcp_stripe.c's choice, made here from each socket's backlog.
+ */
+#include "transports/tcp/tcp.h"
+
+#include <errno.h>
+#include <linux/sockios.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "util/log.h"
+#include "util/time.h"
+
+/* Reads per lane and progress call, as for the connection itself. */
+#define LANE_READ_ROUNDS 32
+
+static int lane_fd(const tl_tcp_peer_t *peer, int lane)
+{
+    return lane == 0 ? peer->fd : peer->lanes[lane].fd;
+}
+
+static const tl_tcp_tx_t *lane_tx(const tl_tcp_peer_t *peer, int lane)
+{
+    return lane == 0 ? &peer->tx : &peer->lanes[lane].tx;
+}
+
+uint64_t tl_tcp_lane_backlog(const tl_tcp_peer_t *peer, int lane)
+{
+    const tl_tcp_tx_t *tx = lane_tx(peer, lane);
+    int queued = 0;
+    uint64_t backlog = 0;
+
+    /* Sent and not acknowledged, or not sent yet: what the link still has to carry. */
+    if (ioctl(lane_fd(peer, lane), SIOCOUTQ, &queued) == 0 && queued > 0)
+        backlog = (uint64_t)queued;
+    if (tx->busy)
+        backlog += sizeof(tl_tcp_hdr_t) + tx->len - tx->off;
+    return backlog;
+}
+
+/* The lane the next fragment of the oldest cleared send should go to. */
+static int lane_pick(tl_tcp_peer_t *peer)
+{
+    tl_tcp_rate_t rates[TL_TCP_STREAMS_MAX];
+    uint64_t backlog[TL_TCP_STREAMS_MAX];
+    int up[TL_TCP_STREAMS_MAX];
+    const tl_req_t *req = peer->rdataq.head;
+    size_t left = req->capacity - req->offset;
+    double now = chorus__now();
+
+    for (int i = 0; i < peer->nlanes; i++) {
+        up[i] = lane_fd(peer, i) >= 0;
+        backlog[i] = up[i] ? tl_tcp_lane_backlog(peer, i) : 0;
+        if (up[i])
+            tl_tcp_rate_sample(&peer->lanes[i].rate, now, backlog[i]);
+        rates[i] = peer->lanes[i].rate;
+    }
+    return tl_tcp_stripe_pick(rates, backlog, up, peer->nlanes,
+                              left < req->frag ? left : req->frag);
+}
+
+/*
+ * One choice per fragment, and it stands until the lane takes it: choosing
+ * again at every look could pass a fragment from lane to lane as their
+ * backlogs drain, and leave it with none while no lane waits to write.
+ */
+int tl_tcp_lanes_write(tl_ctx_t *ctx, tl_tcp_peer_t *peer, int *moved_p)
+{
+    const size_t hdr = sizeof(tl_tcp_hdr_t);
+    int n = 0;
+
+    while (peer->fd >= 0) {
+        for (int i = 1; i < peer->nlanes; i++) {
+            tl_tcp_lane_t *lane = &peer->lanes[i];
+
+            while (lane->fd >= 0 && lane->tx.busy) {
+                ssize_t w = tl_tcp_tx_send(lane->fd, &lane->tx, &lane->rate);
+
+                if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+                    break;
+                if (w < 0)
+                    return n + tl_tcp_peer_lost(ctx, peer, "send on a lane", errno);
+                if (lane->tx.off == hdr + lane->tx.len) {
+                    n += tl_tcp_rdata_written(ctx, peer, i, &lane->tx);
+                    *moved_p = 1;
+                }
+            }
+        }
+        if (peer->rdataq.head == NULL)
+            return n;
+        if (peer->deal_to < 0)
+            peer->deal_to = lane_pick(peer);
+        if (peer->deal_to == 0) {
+            /* The connection's writer takes it, in turn with new messages. */
+            *moved_p |= !peer->tx.busy;
+            return n;
+        }
+        if (peer->lanes[peer->deal_to].tx.busy)
+            return n; /* its EPOLLOUT is armed: the fragment waits for it */
+        tl_tcp_rdata_take(peer, peer->deal_to, &peer->lanes[peer->deal_to].tx);
+        peer->deal_to = -1;
+        *moved_p = 1;
+    }
+    return n;
+}
+
+int tl_tcp_lanes_update_events(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
+{
+    for (int i = 1; i < peer->nlanes; i++) {
+        tl_tcp_lane_t *lane = &peer->lanes[i];
+        uint32_t events = EPOLLIN | (lane->tx.busy ? EPOLLOUT : 0);
+        struct epoll_event ev = {.events = events,
+                                 .data.u64 = TL_TCP_EV_LANE(TL_TCP_EV_DATA, peer->rank, i)};
+
+        if (lane->fd < 0 || lane->events == events)
+            continue;
+        if (epoll_ctl(ctx->epfd, EPOLL_CTL_MOD, lane->fd, &ev) < 0) {
+            chorus_error("rank %d: tcp: epoll_ctl(mod) for lane %d of peer %d failed: %m",
+                         ctx->rank, i, peer->rank);
+            return tl_tcp_peer_fail(ctx, peer, CHORUS_ERR_SYSTEM);
+        }
+        lane->events = events;
+    }
+    return 0;
+}
+
+static void lane_rx_reset(tl_tcp_lane_t *lane)
+{
+    lane->rx_hdr_got = 0;
+    lane->rx_got = 0;
+    lane->rx_rec = NULL;
+    lane->rx_dst = NULL;
+}
+
+int tl_tcp_lanes_close(tl_ctx_t *ctx, tl_tcp_peer_t *peer, chorus_status_t status)
+{
+    int n = 0;
+
+    (void)ctx;
+    for (int i = 1; i < TL_TCP_STREAMS_MAX; i++) {
+        tl_tcp_lane_t *lane = &peer->lanes[i];
+
+        tl_tcp_hs_close(&lane->hs);
+        if (lane->fd >= 0)
+            close(lane->fd); /* also leaves the epoll set */
+        lane->fd = -1;
+        lane->events = 0;
+        n += tl_tcp_tx_fail(&lane->tx, status);
+        lane_rx_reset(lane);
+    }
+    memset(&peer->lanes[0].rate, 0, sizeof(peer->lanes[0].rate));
+    peer->lanes_up = 0;
+    peer->deal_to = -1;
+    return n;
+}
+
+int tl_tcp_lane_attach(tl_ctx_t *ctx, tl_tcp_peer_t *peer, int index, int fd)
+{
+    tl_tcp_lane_t *lane = &peer->lanes[index];
+    struct epoll_event ev = {.events = EPOLLIN,
+                             .data.u64 = TL_TCP_EV_LANE(TL_TCP_EV_DATA, peer->rank, index)};
+
+    if (peer->state != TL_TCP_PEER_UP || lane->fd >= 0) {
+        close(fd);
+        if (peer->state != TL_TCP_PEER_UP)
+            return 0;
+        return tl_tcp_peer_protocol(ctx, peer, "a second connection for one lane");
+    }
+    /* The socket is in the epoll set already, as a handshake. */
+    if (epoll_ctl(ctx->epfd, EPOLL_CTL_MOD, fd, &ev) < 0) {
+        chorus_error("rank %d: tcp: epoll_ctl(mod) for lane %d of peer %d failed: %m",
+                     ctx->rank, index, peer->rank);
+        close(fd);
+        return tl_tcp_peer_fail(ctx, peer, CHORUS_ERR_SYSTEM);
+    }
+    lane->fd = fd;
+    lane->events = EPOLLIN;
+    memset(&lane->tx, 0, sizeof(lane->tx));
+    memset(&lane->rate, 0, sizeof(lane->rate));
+    lane_rx_reset(lane);
+    peer->lanes_up++;
+    chorus_debug("rank %d: tcp: lane %d to peer %d is up (%d of %d)", ctx->rank, index,
+                 peer->rank, peer->lanes_up, peer->nlanes);
+    return tl_tcp_lane_read(ctx, peer, index) + tl_tcp_peer_write(ctx, peer);
+}
+
+/* A whole header arrived on a lane: only rendezvous data may come there. */
+static int lane_header(tl_ctx_t *ctx, tl_tcp_peer_t *peer, tl_tcp_lane_t *lane)
+{
+    tl_tcp_frame_t *f = &lane->rx_frame;
+
+    lane->rx_hdr_got = 0;
+    lane->rx_got = 0;
+    if (tl_tcp_header_check(&lane->rx_hdr, f) != CHORUS_OK || f->type != TL_TCP_FRAME_RDATA)
+        return tl_tcp_peer_protocol(ctx, peer, "a frame other than rendezvous data on a lane");
+    lane->rx_rec = tl_tcp_rdata_place(peer, f, &lane->rx_dst);
+    if (lane->rx_rec == NULL)
+        return tl_tcp_peer_protocol(ctx, peer, "rendezvous data that no CTS asked for");
+    return 0;
+}
+
+/* got bytes were read into the iovecs lane_read set up. */
+static int lane_consume(tl_ctx_t *ctx, tl_tcp_peer_t *peer, tl_tcp_lane_t *lane, size_t got)
+{
+    uint64_t left;
+    size_t body;
+    tl_tcp_ue_t *rec;
+    int n;
+
+    if (lane->rx_rec == NULL) {
+        lane->rx_hdr_got += got;
+        return lane->rx_hdr_got == sizeof(tl_tcp_hdr_t) ? lane_header(ctx, peer, lane) : 0;
+    }
+    left = lane->rx_frame.length - lane->rx_got;
+    body = got < left ? got : (size_t)left;
+    lane->rx_got += body;
+    if (lane->rx_got < lane->rx_frame.length)
+        return 0;
+    rec = lane->rx_rec;
+    lane->rx_rec = NULL;
+    n = tl_tcp_rdata_arrived(ctx, peer, rec, lane->rx_frame.length);
+    lane->rx_hdr_got = got - body;
+    if (lane->rx_hdr_got == sizeof(tl_tcp_hdr_t))
+        n += lane_header(ctx, peer, lane);
+    return n;
+}
+
+int tl_tcp_lane_read(tl_ctx_t *ctx, tl_tcp_peer_t *peer, int index)
+{
+    tl_tcp_lane_t *lane = &peer->lanes[index];
+    int n = 0;
+
+    for (int round = 0; round < LANE_READ_ROUNDS && lane->fd >= 0; round++) {
+        struct iovec iov[2];
+        int cnt = 1;
+        size_t want;
+        ssize_t r;
+
+        if (lane->rx_rec == NULL) {
+            iov[0].iov_base = (char *)&lane->rx_hdr + lane->rx_hdr_got;
+            iov[0].iov_len = sizeof(tl_tcp_hdr_t) - lane->rx_hdr_got;
+        } else {
+            /* The payload, and the next header with it. */
+            iov[0].iov_base = lane->rx_dst + lane->rx_got;
+            iov[0].iov_len = (size_t)(lane->rx_frame.length - lane->rx_got);
+            iov[1].iov_base = &lane->rx_hdr;
+            iov[1].iov_len = sizeof(tl_tcp_hdr_t);
+            cnt = 2;
+        }
+        want = iov[0].iov_len + (cnt == 2 ? iov[1].iov_len : 0);
+        r = readv(lane->fd, iov, cnt);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break;
+        if (r <= 0)
+            return n + tl_tcp_peer_lost(ctx, peer, "receive on a lane", r < 0 ? errno : 0);
+        n += lane_consume(ctx, peer, lane, (size_t)r);
+        if ((size_t)r < want)
+            break;
+    }
+    return n;
+}
