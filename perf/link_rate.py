@@ -6,7 +6,10 @@ connection, as fast as the kernel takes it; rank 0 times from the first to the l
 prints "link_rate_bytes_per_s <rate>". Uses the variables the test bed sets (CHORUS_RANK,
 CHORUS_IFADDR, CHORUS_ADDR). Bounded: every socket has a 120 s timeout.
 
-usage: testbed.sh --nodes 2 --rate 500mbit -- python3 perf/link_rate.py [BYTES]
+usage: testbed.sh --nodes 2 --rate 500mbit -- python3 perf/link_rate.py [BYTES [HOST]]
+
+HOST: the address rank 0 listens on and rank 1 connects to (default: rank 0's CHORUS_IFADDR),
+e.g. 10.98.0.1 for the second link of `testbed.sh --rates`.
 """
 import os
 import socket
@@ -17,8 +20,8 @@ PORT = 29611
 CHUNK = 1 << 20
 
 
-def receive(total):
-    srv = socket.create_server((os.environ["CHORUS_IFADDR"], PORT))
+def receive(total, host):
+    srv = socket.create_server((host or os.environ["CHORUS_IFADDR"], PORT))
     srv.settimeout(120)
     conn, _ = srv.accept()
     conn.settimeout(120)
@@ -36,8 +39,8 @@ def receive(total):
     print(f"link_rate_bytes_per_s {(total - first) / elapsed:.0f}")
 
 
-def send(total):
-    host = os.environ["CHORUS_ADDR"].rsplit(":", 1)[0]
+def send(total, host):
+    host = host or os.environ["CHORUS_ADDR"].rsplit(":", 1)[0]
     buf = b"\0" * CHUNK
     deadline = time.monotonic() + 30
     while True:
@@ -58,11 +61,12 @@ def send(total):
 
 def main():
     total = int(sys.argv[1]) if len(sys.argv) > 1 else 64 << 20
+    host = sys.argv[2] if len(sys.argv) > 2 else None
     rank = int(os.environ["CHORUS_RANK"])
     if rank == 0:
-        receive(total)
+        receive(total, host)
     elif rank == 1:
-        send(total)
+        send(total, host)
 
 
 if __name__ == "__main__":

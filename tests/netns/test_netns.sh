@@ -11,10 +11,11 @@
 # teams; the harness's placement (also uneven and round robin); the
 # collective test matrix across 2 and 3 nodes; a rank SIGKILLed in a
 # hierarchical allreduce (netns_kill: every survivor fails within its timeout,
-# never with wrong data, and leaks no schedule); shaped links, a failing rank,
-# the time limit, SIGTERM, and --cleanup after SIGKILL. After every run, no
-# namespace of the test bed is left and the root namespace's links are as
-# they were. Skips (77) where network namespaces cannot be created (not root).
+# never with wrong data, and leaks no schedule); shaped links, two shaped
+# links per node (--rates), a failing rank, the time limit, SIGTERM, and
+# --cleanup after SIGKILL. After every run, no namespace of the test bed is
+# left and the root namespace's links are as they were. Skips (77) where
+# network namespaces cannot be created (not root).
 #
 # usage: test_netns.sh   (run in the build's tests/ folder, or set CHORUS_PERF,
 #                         TEST_COLL, TEST_COMPRESS, NETNS_PLACE and NETNS_KILL to
@@ -235,6 +236,56 @@ check "200mbit: no wrong element" \
     grep -qx '# out-of-place/in-place wrong elements total: 0' "$TMP/out"
 clean "a shaped run"
 
+# Two links per node (--rates): from inside each node, eth0 and eth1 on their
+# subnets with tbf at their own rates, and both in CHORUS_TCP_IFACES; node 0
+# reaches node 1's eth1, whose subnet no other link is on, so eth1 carries it.
+cat > "$TMP/two_links" <<'END'
+#!/bin/sh
+for d in eth0 eth1; do
+    echo "$d addr $(ip -o -4 addr show dev "$d" | awk '{print $4}')"
+    tc qdisc show dev "$d" | sed "s/^/$d /"
+done
+echo "CHORUS_TCP_IFACES=${CHORUS_TCP_IFACES:-}"
+if [ "$CHORUS_RANK" = 0 ] && command -v ping > /dev/null; then
+    ping -c1 -W2 10.98.0.2 > /dev/null && echo "ping 10.98.0.2: ok"
+fi
+END
+chmod +x "$TMP/two_links"
+"$TB" --nodes 2 --rates 200mbit,100mbit --timeout 30 -- "$TMP/two_links" > "$TMP/out" 2>&1
+rc=$?
+check "two links per node: exits 0 (got $rc)" [ "$rc" -eq 0 ]
+printf '%s\n' "[rank 0 node 0] eth0 addr 10.99.0.1/24" "[rank 0 node 0] eth1 addr 10.98.0.1/24" \
+    "[rank 1 node 1] eth0 addr 10.99.0.2/24" "[rank 1 node 1] eth1 addr 10.98.0.2/24" \
+    > "$TMP/expect"
+check "two links per node: eth0 and eth1 addressed" diff "$TMP/expect" <(grep ' addr ' "$TMP/out")
+check "two links per node: tbf at 200Mbit on both nodes' eth0" \
+    [ "$(grep -c '^\[rank [01] node [01]\] eth0 qdisc tbf .* rate 200Mbit' "$TMP/out")" -eq 2 ]
+check "two links per node: tbf at 100Mbit on both nodes' eth1" \
+    [ "$(grep -c '^\[rank [01] node [01]\] eth1 qdisc tbf .* rate 100Mbit' "$TMP/out")" -eq 2 ]
+check "two links per node: every rank has CHORUS_TCP_IFACES=eth0,eth1" \
+    [ "$(grep -c '\] CHORUS_TCP_IFACES=eth0,eth1$' "$TMP/out")" -eq 2 ]
+if command -v ping > /dev/null; then
+    check "two links per node: node 0 pings node 1's eth1" \
+        grep -qx '\[rank 0 node 0\] ping 10.98.0.2: ok' "$TMP/out"
+else
+    echo "test_netns: no ping: traffic over the second link is not checked"
+fi
+[ "$rc" -eq 0 ] || tail -n 20 "$TMP/out"
+clean "two links per node"
+# With --harness: both variables exported, and the switch's ports shaped too.
+# shellcheck disable=SC2016 # expanded by the harness command's shell
+"$TB" --nodes 2 --rates 200mbit,100mbit --timeout 30 --harness -- sh -c \
+    'echo "$CHORUS_TCP_IFACES $CHORUS_TEST_NETNS_IFACES"
+     tc -n "${CHORUS_TEST_NETNS%%-n0,*}-sw" qdisc show' > "$TMP/out" 2>&1
+rc=$?
+check "two links per node, --harness: exits 0 (got $rc)" [ "$rc" -eq 0 ]
+check "two links per node, --harness: both variables eth0,eth1" \
+    grep -qx 'eth0,eth1 eth0,eth1' "$TMP/out"
+check "two links per node, --harness: switch ports p0, p1 at 200Mbit, q0, q1 at 100Mbit" \
+    [ "$(grep -cE 'qdisc tbf .* dev (p[01] .* rate 200|q[01] .* rate 100)Mbit ' "$TMP/out")" -eq 4 ]
+[ "$rc" -eq 0 ] || tail -n 20 "$TMP/out"
+clean "two links per node with --harness"
+
 # The harness's placement: rank r of N in namespace r * m / N, one node per namespace.
 for run in 2:3 3:7 4:5; do
     nodes=${run%%:*} n=${run#*:}
@@ -427,7 +478,8 @@ check "--cleanup removed the temporary folder" \
 clean "--cleanup"
 
 # Usage errors are refused before anything is created.
-for bad in "--nodes 5" "--nodes 1" "--rate fast" "--ranks-per-node 2,2,2" "--timeout 0"; do
+for bad in "--nodes 5" "--nodes 1" "--rate fast" "--ranks-per-node 2,2,2" "--timeout 0" \
+    "--rate 1gbit --rates 200mbit,100mbit" "--rates 200mbit" "--rates 200mbit,fast"; do
     # shellcheck disable=SC2086
     "$TB" $bad -- true > /dev/null 2>&1
     rc=$?

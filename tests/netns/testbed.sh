@@ -3,16 +3,20 @@
 # namespaces.
 #
 # usage (as root):
-#   testbed.sh [--nodes N] [--ranks-per-node K|K0,K1,..] [--cyclic] [--rate RATE]
-#              [--build DIR] [--timeout S] [--quiet] -- COMMAND ARGS...
-#   testbed.sh [--nodes N] [--ranks-per-node K|K0,K1,..] [--cyclic] [--rate RATE]
-#              [--timeout S] --harness -- COMMAND ARGS...
+#   testbed.sh [--nodes N] [--ranks-per-node K|K0,K1,..] [--cyclic]
+#              [--rate RATE|--rates R1,R2] [--build DIR] [--timeout S] [--quiet]
+#              -- COMMAND ARGS...
+#   testbed.sh [--nodes N] [--ranks-per-node K|K0,K1,..] [--cyclic]
+#              [--rate RATE|--rates R1,R2] [--timeout S] --harness -- COMMAND ARGS...
 #   testbed.sh --cleanup
 #
 # Each node is a network namespace with one interface, eth0, at 10.99.0.<i+1>;
 # every eth0 is one end of a veth pair whose other end is a port of a bridge in
-# a further "switch" namespace. All of it is created inside namespaces, so
-# the root namespace's interfaces, addresses and routes are never touched.
+# a further "switch" namespace. With --rates, each node has a second link as
+# well: eth1 at 10.98.0.<i+1>, its veth peer a port of a second bridge in the
+# same switch namespace (two rails, as on nodes with two NICs). All of it is
+# created inside namespaces, so the root namespace's interfaces, addresses
+# and routes are never touched, and removing the namespaces removes it all.
 #
 #   --nodes N           emulated nodes, 2 to 4 (default 2)
 #   --ranks-per-node K  ranks on every node (default 1), or one count per node
@@ -23,6 +27,10 @@
 #                       launchers placing by slot do
 #   --rate RATE         shape both directions of every node's link with tbf,
 #                       e.g. 1gbit, 200mbit, 500kbit (default: unshaped)
+#   --rates R1,R2       give every node the second link, eth1, and shape eth0
+#                       at R1 and eth1 at R2 as --rate does (not with --rate);
+#                       every rank gets CHORUS_TCP_IFACES=eth0,eth1, so that
+#                       chorus publishes both addresses
 #   --build DIR         a chorus build directory: COMMAND is looked up in
 #                       DIR/perf and DIR/src/tools before PATH
 #   --timeout S         kill everything after S seconds (default 300)
@@ -37,13 +45,16 @@
 #                       proportions, e.g.
 #                         testbed.sh --nodes 3 --harness -- tests/coll/test_coll
 #                         testbed.sh --nodes 2 --ranks-per-node 2 --cyclic --harness -- ...
+#                       with --rates, COMMAND also gets CHORUS_TCP_IFACES and
+#                       CHORUS_TEST_NETNS_IFACES, both eth0,eth1
 #   --cleanup           remove the namespaces left by test beds that were killed
 #                       (SIGKILL leaves no chance to clean up)
 #
 # Without --harness, every rank runs as
 #   ip netns exec NODE env CHORUS_RANK=r CHORUS_SIZE=n CHORUS_ADDR=10.99.0.1:29500
 #       CHORUS_IFADDR=<its node's address> COMMAND ARGS...
-# with CHORUS_SECRET, a fresh secret, in its environment. For example
+# with CHORUS_SECRET, a fresh secret, in its environment (and with --rates,
+# CHORUS_TCP_IFACES=eth0,eth1 after CHORUS_IFADDR). For example
 #   testbed.sh --nodes 2 --ranks-per-node 2 --build build -- chorus-perf allreduce -b 8 -e 4M
 #
 # Output: each rank's, prefixed "[rank R node I] ", once all have ended.
@@ -54,6 +65,7 @@ set -u
 
 PREFIX=chorus-tb
 NET=10.99.0
+NET2=10.98.0
 PORT=29500
 ID="$PREFIX-$$"
 SWITCH="$ID-sw"
@@ -61,6 +73,11 @@ SWITCH="$ID-sw"
 NODES=2
 PER_NODE=1
 RATE=
+RATES=
+RATE2=
+LINKS=1
+IFACES=
+SHAPED=
 BUILD=
 TIMEOUT=300
 QUIET=0
@@ -71,12 +88,16 @@ PIDS=()
 TMP=
 
 die() { echo "testbed: $*" >&2; exit 1; }
-usage() { echo "testbed: $*" >&2; echo "usage: testbed.sh [--nodes N] [--ranks-per-node K] [--cyclic]" \
-    "[--rate RATE] [--build DIR] [--timeout S] [--quiet] [--harness] -- COMMAND ARGS..." \
-    "| --cleanup" >&2; exit 2; }
+usage() {
+    echo "testbed: $*" >&2
+    echo "usage: testbed.sh [--nodes N] [--ranks-per-node K] [--cyclic]" \
+        "[--rate RATE|--rates R1,R2] [--build DIR] [--timeout S] [--quiet] [--harness]" \
+        "-- COMMAND ARGS... | --cleanup" >&2
+    exit 2
+}
 
 # Kill every process still in namespace $1, then remove it (its veth ends and
-# bridge go with it). The kill is what lets a namespace really disappear.
+# bridges go with it). The kill is what lets a namespace really disappear.
 ns_remove() {
     local pids
     pids=$(ip netns pids "$1" 2>/dev/null)
@@ -155,41 +176,55 @@ rate_bytes() {
     esac
 }
 
-# tbf on the egress of $2 in namespace $1. The bucket holds 10 ms at the rate,
-# and at least 128 KiB so that one segmentation-offload packet always fits.
+# tbf at rate $3 on the egress of $2 in namespace $1. The bucket holds 10 ms at
+# the rate, and at least 128 KiB so that one segmentation-offload packet always fits.
 shape() {
     local bps burst
-    bps=$(rate_bytes "$RATE")
+    bps=$(rate_bytes "$3")
     burst=$((bps / 100))
     [ "$burst" -ge 131072 ] || burst=131072
-    ip netns exec "$1" tc qdisc add dev "$2" root tbf rate "$RATE" burst "$burst" \
-        latency 100ms || die "cannot add tbf rate $RATE on $2 in $1"
+    ip netns exec "$1" tc qdisc add dev "$2" root tbf rate "$3" burst "$burst" \
+        latency 100ms || die "cannot add tbf rate $3 on $2 in $1"
 }
 
 setup_switch() {
+    local b
     ip netns add "$SWITCH" 2>/dev/null || { echo "testbed: cannot create a network" \
         "namespace (ip netns add $SWITCH failed): skipped" >&2; exit 77; }
     NS_MADE+=("$SWITCH")
-    ip -n "$SWITCH" link add br0 type bridge || die "cannot create the bridge in $SWITCH"
-    ip -n "$SWITCH" link set br0 up || die "cannot bring br0 up in $SWITCH"
+    # br0 joins the nodes' eth0, br1 (with --rates) their eth1.
+    for ((b = 0; b < LINKS; b++)); do
+        ip -n "$SWITCH" link add "br$b" type bridge || die "cannot create br$b in $SWITCH"
+        ip -n "$SWITCH" link set "br$b" up || die "cannot bring br$b up in $SWITCH"
+    done
 }
 
-# Node $1: namespace, veth pair created inside the switch namespace with one
-# end moved straight into the node, address, loopback, optional shaping.
+# add_link NODE DEV PORT BRIDGE ADDR RATE: a veth pair created inside the switch
+# namespace, PORT on BRIDGE there and DEV moved straight into the node, so that
+# no end ever appears in the root namespace; DEV at ADDR/24, shaped both ways
+# at RATE unless it is empty.
+add_link() {
+    local ns="$ID-n$1"
+    ip -n "$SWITCH" link add "$3" type veth peer name "$2" netns "$ns" ||
+        die "cannot create link $2 of node $1"
+    ip -n "$SWITCH" link set "$3" master "$4" up || die "cannot attach $2 of node $1 to $4"
+    ip -n "$ns" addr add "$5/24" dev "$2" || die "cannot address $2 of node $1"
+    ip -n "$ns" link set "$2" up || die "cannot bring $2 up in $ns"
+    if [ -n "$6" ]; then
+        shape "$SWITCH" "$3" "$6"
+        shape "$ns" "$2" "$6"
+    fi
+}
+
+# Node $1: namespace, loopback, eth0 on br0 through port p<i>, and with --rates
+# eth1 on br1 through port q<i>.
 setup_node() {
     local ns="$ID-n$1"
     ip netns add "$ns" || die "cannot create namespace $ns"
     NS_MADE+=("$ns")
-    ip -n "$SWITCH" link add "p$1" type veth peer name eth0 netns "$ns" ||
-        die "cannot create the link of node $1"
-    ip -n "$SWITCH" link set "p$1" master br0 up || die "cannot attach node $1 to br0"
     ip -n "$ns" link set lo up || die "cannot bring lo up in $ns"
-    ip -n "$ns" addr add "$NET.$(($1 + 1))/24" dev eth0 || die "cannot address node $1"
-    ip -n "$ns" link set eth0 up || die "cannot bring eth0 up in $ns"
-    if [ -n "$RATE" ]; then
-        shape "$SWITCH" "p$1"
-        shape "$ns" eth0
-    fi
+    add_link "$1" eth0 "p$1" br0 "$NET.$(($1 + 1))" "$RATE"
+    [ "$LINKS" -eq 1 ] || add_link "$1" eth1 "q$1" br1 "$NET2.$(($1 + 1))" "$RATE2"
 }
 
 # COMMAND as a path: BUILD/perf and BUILD/src/tools first, then PATH.
@@ -237,7 +272,9 @@ run_harness() {
     for i in "${COUNTS[@]}"; do size=$((size + i)); done
     place_ranks "$size"
     for i in "${NODE_OF[@]}"; do list="$list${list:+,}$ID-n$i"; done
-    echo "testbed: $NODES nodes ${RATE:+(links at $RATE) }CHORUS_TEST_NETNS=$list" >&2
+    # The harness's ranks inherit both; it runs none of chorus in this namespace.
+    [ -z "$IFACES" ] || export CHORUS_TCP_IFACES=$IFACES CHORUS_TEST_NETNS_IFACES=$IFACES
+    echo "testbed: $NODES nodes ${SHAPED:+($SHAPED) }CHORUS_TEST_NETNS=$list" >&2
     CHORUS_TEST_NETNS=$list setsid "$@" &
     PIDS=($!)
     wait_all
@@ -268,12 +305,13 @@ run_ranks() {
     for i in "${COUNTS[@]}"; do size=$((size + i)); done
     CHORUS_SECRET=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
     export CHORUS_SECRET
-    echo "testbed: $NODES nodes, ranks ${COUNTS[*]}, ${RATE:+links at $RATE, }$*" >&2
+    echo "testbed: $NODES nodes, ranks ${COUNTS[*]}, ${SHAPED:+$SHAPED, }$*" >&2
     place_ranks "$size"
     for ((r = 0; r < size; r++)); do
         i=${NODE_OF[$r]}
         setsid ip netns exec "$ID-n$i" env CHORUS_RANK=$r CHORUS_SIZE=$size \
-            CHORUS_ADDR="$addr" CHORUS_IFADDR="$NET.$((i + 1))" "$@" \
+            CHORUS_ADDR="$addr" CHORUS_IFADDR="$NET.$((i + 1))" \
+            ${IFACES:+"CHORUS_TCP_IFACES=$IFACES"} "$@" \
             > "$TMP/rank$r" 2>&1 < /dev/null &
         PIDS+=($!)
     done
@@ -296,7 +334,8 @@ parse_args() {
         case "$1" in
             --nodes) NODES=${2:-}; shift ;;
             --ranks-per-node) PER_NODE=${2:-}; shift ;;
-            --rate) RATE=${2:-}; shift ;;
+            --rate) RATE=${2:-}; RATE_OPT=1; shift ;;
+            --rates) RATES=${2:-}; RATES_OPT=1; shift ;;
             --build) BUILD=${2:-}; shift ;;
             --timeout) TIMEOUT=${2:-}; shift ;;
             --quiet) QUIET=1 ;;
@@ -313,7 +352,26 @@ parse_args() {
     [[ "$NODES" =~ ^[2-4]$ ]] || usage "--nodes must be 2, 3 or 4 (got '$NODES')"
     [[ "$TIMEOUT" =~ ^[1-9][0-9]*$ ]] || usage "invalid --timeout '$TIMEOUT'"
     [ -z "$RATE" ] || rate_bytes "$RATE" > /dev/null || usage "invalid --rate '$RATE'"
+    [ "$RATE_OPT" -eq 0 ] || [ "$RATES_OPT" -eq 0 ] ||
+        usage "--rate and --rates exclude each other"
+    [ "$RATES_OPT" -eq 0 ] || parse_rates
+    [ -z "$RATE" ] || [ -n "$SHAPED" ] || SHAPED="links at $RATE"
     parse_counts
+}
+
+# --rates R1,R2 as the rates of eth0 (RATE) and eth1 (RATE2), each checked as
+# --rate is, and the second link with them.
+parse_rates() {
+    local r
+    [[ "$RATES" =~ ^([^,]+),([^,]+)$ ]] || usage "--rates '$RATES' does not give two rates R1,R2"
+    RATE=${BASH_REMATCH[1]}
+    RATE2=${BASH_REMATCH[2]}
+    for r in "$RATE" "$RATE2"; do
+        rate_bytes "$r" > /dev/null || usage "invalid rate '$r' in --rates '$RATES'"
+    done
+    LINKS=2
+    IFACES=eth0,eth1
+    SHAPED="eth0 at $RATE, eth1 at $RATE2"
 }
 
 # --ranks-per-node as one count per node in COUNTS.
@@ -331,6 +389,8 @@ parse_counts() {
 }
 
 CLEANUP=0
+RATE_OPT=0
+RATES_OPT=0
 NODE_OF=()
 COUNTS=()
 parse_args "$@"
