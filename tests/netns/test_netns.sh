@@ -12,10 +12,11 @@
 # collective test matrix across 2 and 3 nodes; a rank SIGKILLed in a
 # hierarchical allreduce (netns_kill: every survivor fails within its timeout,
 # never with wrong data, and leaks no schedule); shaped links, two shaped
-# links per node (--rates), a failing rank, the time limit, SIGTERM, and
-# --cleanup after SIGKILL. After every run, no namespace of the test bed is
-# left and the root namespace's links are as they were. Skips (77) where
-# network namespaces cannot be created (not root).
+# links per node (--rates) and chorus's streams over both (each link carries
+# payload; with one stream the second stays idle), a failing rank, the time
+# limit, SIGTERM, and --cleanup after SIGKILL. After every run, no namespace
+# of the test bed is left and the root namespace's links are as they were.
+# Skips (77) where network namespaces cannot be created (not root).
 #
 # usage: test_netns.sh   (run in the build's tests/ folder, or set CHORUS_PERF,
 #                         TEST_COLL, TEST_COMPRESS, NETNS_PLACE and NETNS_KILL to
@@ -285,6 +286,39 @@ check "two links per node, --harness: switch ports p0, p1 at 200Mbit, q0, q1 at 
     [ "$(grep -cE 'qdisc tbf .* dev (p[01] .* rate 200|q[01] .* rate 100)Mbit ' "$TMP/out")" -eq 4 ]
 [ "$rc" -eq 0 ] || tail -n 20 "$TMP/out"
 clean "two links per node with --harness"
+
+# chorus over two links: with CHORUS_TCP_IFACES=eth0,eth1 (the test bed's) each
+# peer gets a stream per link, and payload goes over both, the faster carrying
+# more; exact either way. With one stream the second link carries next to
+# nothing (only the first connection's address is used), so the count means
+# what it says.
+cat > "$TMP/two_links_perf" <<END
+#!/bin/sh
+tx() { cat /sys/class/net/\$1/statistics/tx_bytes; }
+b0=\$(tx eth0) b1=\$(tx eth1)
+"$PERF" allreduce -b 16M -e 16M -n 2 -w 1 -c 1 || exit 1
+echo "tx eth0 \$((\$(tx eth0) - b0)) eth1 \$((\$(tx eth1) - b1))"
+END
+chmod +x "$TMP/two_links_perf"
+for streams in 0 1; do
+    "$TB" --nodes 2 --rates 200mbit,100mbit --timeout 120 -- \
+        env CHORUS_TCP_STREAMS=$streams "$TMP/two_links_perf" > "$TMP/out" 2>&1
+    rc=$?
+    check "two links, CHORUS_TCP_STREAMS=$streams: allreduce exits 0 (got $rc)" [ "$rc" -eq 0 ]
+    check "two links, CHORUS_TCP_STREAMS=$streams: no wrong element" \
+        grep -qx '\[rank 0 node 0\] # out-of-place/in-place wrong elements total: 0' "$TMP/out"
+    # Each node sends over 100 MB: both links carry some with a stream each, eth1 half
+    # of eth0's at these rates (a fifth at least); one stream leaves eth1 all but idle.
+    if [ "$streams" = 0 ]; then
+        want='$4 >= 4194304 && $4 * 5 >= $2'
+    else
+        want='$4 < 1048576 && $2 >= 33554432'
+    fi
+    check "two links, CHORUS_TCP_STREAMS=$streams: bytes per link as expected on both nodes" \
+        [ "$(sed -n 's/^\[rank [01] node [01]\] tx //p' "$TMP/out" | awk "$want" | wc -l)" -eq 2 ]
+    [ "$rc" -eq 0 ] || tail -n 20 "$TMP/out"
+    clean "chorus over two links, CHORUS_TCP_STREAMS=$streams"
+done
 
 # The harness's placement: rank r of N in namespace r * m / N, one node per namespace.
 for run in 2:3 3:7 4:5; do

@@ -1436,6 +1436,47 @@ ParameterizedTest(tl_param_t *p, transport, ctx_create_args)
     ops->ctx_destroy(ctx);
 }
 
+/* Streams and interfaces: bad settings refused by name; good ones published in the blob. */
+Test(transport, tcp_streams_config)
+{
+    static const uint8_t key[] = "k";
+    static const char *bad_streams[] = {"9", "-1", "two"};
+    static const char *bad_ifaces[] = {"no-such-if", "lo,lo,lo,lo,lo", ",", "lo,300.1.1.1"};
+    tl_ctx_params_t ok = {0, 2, "127.0.0.1", key, 1, 1.0, NULL, NULL, NULL};
+    tl_ctx_t *ctx = NULL;
+    tl_tcp_blob_t blob;
+    size_t len = sizeof(blob);
+
+    for (size_t i = 0; i < sizeof(bad_streams) / sizeof(bad_streams[0]); i++) {
+        setenv("CHORUS_TCP_STREAMS", bad_streams[i], 1);
+        cr_expect_eq(tl_tcp_ops.ctx_create(&ok, &ctx), CHORUS_ERR_INVALID_ARG, "streams %s",
+                     bad_streams[i]);
+    }
+    unsetenv("CHORUS_TCP_STREAMS");
+    for (size_t i = 0; i < sizeof(bad_ifaces) / sizeof(bad_ifaces[0]); i++) {
+        setenv("CHORUS_TCP_IFACES", bad_ifaces[i], 1);
+        cr_expect_eq(tl_tcp_ops.ctx_create(&ok, &ctx), CHORUS_ERR_INVALID_ARG, "ifaces %s",
+                     bad_ifaces[i]);
+    }
+    cr_expect_null(ctx);
+    /* Two addresses: a stream each by default, both published. */
+    setenv("CHORUS_TCP_IFACES", "lo,127.0.0.1", 1);
+    cr_assert_eq(tl_tcp_ops.ctx_create(&ok, &ctx), CHORUS_OK);
+    cr_assert_eq(tl_tcp_ops.get_address(ctx, &blob, &len), CHORUS_OK);
+    cr_expect(blob.count == 2 && blob.streams == 2);
+    cr_expect_str_eq(blob.addr[0].host, "127.0.0.1");
+    cr_expect_str_eq(blob.addr[1].host, "127.0.0.1");
+    cr_expect_str_neq(blob.addr[0].port, blob.addr[1].port);
+    tl_tcp_ops.ctx_destroy(ctx);
+    setenv("CHORUS_TCP_STREAMS", "5", 1);
+    cr_assert_eq(tl_tcp_ops.ctx_create(&ok, &ctx), CHORUS_OK);
+    cr_assert_eq(tl_tcp_ops.get_address(ctx, &blob, &len), CHORUS_OK);
+    cr_expect(blob.count == 2 && blob.streams == 5);
+    tl_tcp_ops.ctx_destroy(ctx);
+    unsetenv("CHORUS_TCP_STREAMS");
+    unsetenv("CHORUS_TCP_IFACES");
+}
+
 Test(transport, find)
 {
     cr_expect_eq(tl_find("tcp"), &tl_tcp_ops);

@@ -585,3 +585,83 @@ Test(tcp, raw_protocol, .timeout = 60)
         close(fds[rank]);
     tl_tcp_ops.ctx_destroy(ctx);
 }
+
+/* ---- lanes, by hand ------------------------------------------------------------------- */
+
+/* Progress ctx until its connection to `rank` has `lanes` lanes up; 0, or -1 after 5 s. */
+static int lanes_up(tl_ctx_t *ctx, int rank, int lanes)
+{
+    double deadline = chorus__now() + 5.0;
+
+    while (ctx->peers[rank].lanes_up != lanes && chorus__now() < deadline)
+        tl_tcp_ops.progress(ctx);
+    return ctx->peers[rank].lanes_up == lanes ? 0 : -1;
+}
+
+/*
+ * Rank 0 of 4 takes 2 streams, as do the ranks played here. A lane's hello
+ * before its connection is up, or for a lane beyond those both take, is
+ * closed unanswered. Rank 1 sends a 1 MiB message in 64 KiB fragments, last
+ * first, over both lanes: it arrives whole. Rank 2 sends one fragment twice,
+ * rank 3 a frame other than payload on its lane: each breaks the protocol,
+ * and only its own connection goes.
+ */
+Test(tcp, raw_lanes, .timeout = 60)
+{
+    enum { LEN = 1 << 20, FRAG = 64 << 10 };
+    static unsigned char msg[LEN], got[LEN], junk[LEN];
+    tl_ctx_t *ctx, *none[4] = {NULL};
+    tl_tcp_blob_t nowhere = blob_of("127.0.0.1", "1", 2);
+    uint8_t reply[TL_TCP_MAC_BYTES], byte;
+    int fd[4], lane[4];
+    tl_req_t r[4];
+    tl_tcp_frame_t f;
+
+    setenv("CHORUS_TCP_STREAMS", "2", 1);
+    ctx = raw_ctx(0, 4, 5.0);
+    unsetenv("CHORUS_TCP_STREAMS");
+    none[0] = ctx;
+    set_peers(ctx, none, 4, &nowhere);
+    lane[1] = raw_hello(ctx, 1, 1, reply);
+    cr_expect(memcmp(reply, "ack", 4) != 0, "a lane was acked before its connection");
+    cr_expect_eq(pump_read(&ctx, 1, lane[1], &byte, 1), 1, "the early lane was not closed");
+    close(lane[1]);
+    for (int rank = 1; rank < 4; rank++) {
+        fd[rank] = raw_join(ctx, rank, 4 << 20);
+        lane[rank] = raw_hello(ctx, rank, 1, reply);
+        cr_assert(memcmp(reply, "ack", 4) == 0, "rank %d's lane was not acked", rank);
+        cr_assert_eq(lanes_up(ctx, rank, 2), 0, "rank %d's lane is not up", rank);
+        cr_assert_eq(tl_tcp_ops.recv_nb(ctx, rank, 0, 6, got, LEN, &r[rank]), CHORUS_OK);
+        send_frame(fd[rank], TL_TCP_FRAME_RTS, 7, 6, LEN, NULL, 0);
+        f = read_frame(ctx, fd[rank]);
+        cr_assert(f.type == TL_TCP_FRAME_CTS && f.id == 7 && f.length == LEN &&
+                  f.space == FRAG, "CTS for %llu-byte fragments", (unsigned long long)f.space);
+    }
+    close(raw_hello(ctx, 1, 2, reply));
+    cr_expect(memcmp(reply, "ack", 4) != 0, "a lane beyond both ranks' streams was acked");
+    cr_expect_eq(ctx->peers[1].state, TL_TCP_PEER_UP);
+
+    for (size_t i = 0; i < LEN; i++)
+        msg[i] = (unsigned char)(i * 31 + 5);
+    for (int k = LEN / FRAG - 1; k >= 0; k--)
+        send_frame(k % 2 ? lane[1] : fd[1], TL_TCP_FRAME_RDATA, 7, (uint64_t)k * FRAG, FRAG,
+                   msg + (size_t)k * FRAG, FRAG);
+    cr_assert_eq(pump_reqs(&ctx, 1, &r[1], 1, 5.0), 0);
+    cr_expect(r[1].status == CHORUS_OK && r[1].length == LEN && memcmp(got, msg, LEN) == 0);
+
+    send_frame(lane[2], TL_TCP_FRAME_RDATA, 7, FRAG, FRAG, junk, FRAG);
+    send_frame(fd[2], TL_TCP_FRAME_RDATA, 7, FRAG, FRAG, junk, FRAG);
+    send_frame(lane[3], TL_TCP_FRAME_CREDIT, 0, 0, 10, NULL, 0);
+    cr_assert_eq(pump_reqs(&ctx, 1, r + 2, 2, 5.0), 0);
+    for (int rank = 2; rank < 4; rank++) {
+        cr_expect_eq(r[rank].status, CHORUS_ERR_PROTOCOL, "rank %d: %s", rank,
+                     chorus_status_string(r[rank].status));
+        cr_expect_eq(pump_read(&ctx, 1, lane[rank], &byte, 1), 1, "rank %d's lane open", rank);
+    }
+    cr_expect_eq(tl_tcp_ops.connections(ctx), 1);
+    for (int rank = 1; rank < 4; rank++) {
+        close(fd[rank]);
+        close(lane[rank]);
+    }
+    tl_tcp_ops.ctx_destroy(ctx);
+}

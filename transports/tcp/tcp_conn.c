@@ -507,7 +507,8 @@ static int rx_header(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
     case TL_TCP_FRAME_RDATA:
         peer->rx_rec = tl_tcp_rdata_place(peer, f, &peer->rx_dst);
         if (peer->rx_rec == NULL)
-            return tl_tcp_peer_protocol(ctx, peer, "rendezvous data that no CTS asked for");
+            return tl_tcp_peer_protocol(ctx, peer, "rendezvous data for no message asked for, "
+                                                   "out of place, or twice");
         peer->rx_req = NULL;
         peer->rx_ue = NULL;
         peer->rx_state = TL_TCP_RX_PAYLOAD;

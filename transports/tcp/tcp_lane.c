@@ -202,7 +202,8 @@ static int lane_header(tl_ctx_t *ctx, tl_tcp_peer_t *peer, tl_tcp_lane_t *lane)
         return tl_tcp_peer_protocol(ctx, peer, "a frame other than rendezvous data on a lane");
     lane->rx_rec = tl_tcp_rdata_place(peer, f, &lane->rx_dst);
     if (lane->rx_rec == NULL)
-        return tl_tcp_peer_protocol(ctx, peer, "rendezvous data that no CTS asked for");
+        return tl_tcp_peer_protocol(ctx, peer, "rendezvous data for no message asked for, "
+                                               "out of place, or twice");
     return 0;
 }
 
