@@ -157,7 +157,9 @@ typedef struct tl_tcp_ue {
     uint32_t id;                /* rts: the sender's handle */
     uint32_t frag;              /* rendezvous: bytes of each payload fragment (the last: less) */
     uint64_t got;               /* rendezvous: payload bytes arrived */
-    uint64_t *seen;             /* rendezvous: one bit per fragment arrived */
+    uint64_t *seen;             /* rendezvous: one bit per fragment arrived (seen_few, or
+                                   allocated for more than 64 fragments) */
+    uint64_t seen_few;
     unsigned rts : 1;           /* announced only: the payload stays with the sender */
     unsigned complete : 1;      /* eager: all payload bytes are in data */
     unsigned credit : 1;        /* eager: its length returns to the sender's window on release */

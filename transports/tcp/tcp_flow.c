@@ -95,7 +95,8 @@ static void ue_free(tl_ctx_t *ctx, tl_tcp_ue_t *ue)
 {
     ue_account(ctx, sizeof(*ue) + ue->capacity, 0);
     if (ue->rts) {
-        free(ue->seen);
+        if (ue->seen != &ue->seen_few)
+            free(ue->seen);
         free(ue);
     }
     else {
@@ -267,12 +268,14 @@ int tl_tcp_recv_rts(tl_ctx_t *ctx, tl_tcp_peer_t *peer, tl_tcp_ue_t *rts, tl_req
 
     rts->frag = tl_tcp_stripe_frag(rts->length, peer->nlanes);
     frags = (rts->length + rts->frag - 1) / rts->frag;
+    rts->seen = &rts->seen_few;
     if (!tl_tcp_msg_fits(ctx, peer->rank, rts->tag, rts->length, req)) {
         tl_tcp_req_complete(req, CHORUS_ERR_TRUNCATED, 0);
         n = 1;
         /* The CTS says "dropped": the payload never travels. */
         rts->req = NULL;
-    } else if ((rts->seen = calloc((size_t)(frags + 63) / 64, sizeof(uint64_t))) == NULL) {
+    } else if (frags > 64 &&
+               (rts->seen = calloc((size_t)(frags + 63) / 64, sizeof(uint64_t))) == NULL) {
         chorus_error("rank %d: no memory to track the %llu fragments of a message from "
                      "peer %d", ctx->rank, (unsigned long long)frags, peer->rank);
         tl_tcp_req_complete(req, CHORUS_ERR_NO_MEMORY, 0);
