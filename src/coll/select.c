@@ -73,25 +73,56 @@ static chorus_status_t ranges_push(coll_ranges_t *r, size_t *cap, const coll_ran
     return CHORUS_OK;
 }
 
+static int choice_at(const coll_select_t *sel, coll_type_t coll, coll_mem_t mem, size_t bytes,
+                     double *est)
+{
+    estimate(sel, coll, mem, bytes, est);
+    return price_choice(sel->ncands[coll], est);
+}
+
+/*
+ * The grid finds where the choice changes to within a quarter of a
+ * doubling; the range then starts at the first size that changes it,
+ * found by bisection between the grid's two points (a variant that takes
+ * calls up to a size, such as shm_ll, ends exactly there).
+ */
+static size_t first_change(const coll_select_t *sel, coll_type_t coll, coll_mem_t mem,
+                           size_t same, size_t changed, int prev)
+{
+    double est[COLL_CANDIDATES_MAX];
+
+    while (changed - same > 1) {
+        size_t mid = same + (changed - same) / 2;
+
+        if (choice_at(sel, coll, mem, mid, est) == prev)
+            same = mid;
+        else
+            changed = mid;
+    }
+    return changed;
+}
+
 static chorus_status_t build_ranges(const coll_select_t *sel, coll_type_t coll, coll_mem_t mem,
                                     coll_ranges_t *r)
 {
-    size_t cap = 0;
+    size_t cap = 0, last = 0;
     int prev = -2;
 
-    for (size_t x = 0; x <= SELECT_GRID_END; x = grid_next(x)) {
+    for (size_t x = 0; x <= SELECT_GRID_END; last = x, x = grid_next(x)) {
         coll_range_t range = {.lo = x, .hi = COLL_SIZE_INF};
-        int alg;
+        int alg = choice_at(sel, coll, mem, x, range.est);
 
-        estimate(sel, coll, mem, x, range.est);
-        alg = price_choice(sel->ncands[coll], range.est);
         if (alg == prev)
             continue;
+        if (prev != -2) {
+            range.lo = first_change(sel, coll, mem, last, x, prev);
+            alg = choice_at(sel, coll, mem, range.lo, range.est);
+        }
         range.alg = alg >= 0 ? sel->cands[coll][alg] : NULL;
         if (ranges_push(r, &cap, &range) != CHORUS_OK)
             return CHORUS_ERR_NO_MEMORY;
         if (r->count > 1)
-            r->ranges[r->count - 2].hi = x;
+            r->ranges[r->count - 2].hi = range.lo;
         prev = alg;
     }
     return CHORUS_OK;

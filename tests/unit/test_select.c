@@ -695,9 +695,9 @@ Test(print, every_collective_and_overrides_marked)
     line = strstr(text, "\nallreduce       [0, 64K)             ring          user   "
                         "ring=180.0us rd=60.0us rabenseifner=120.0us\n");
     cr_assert_not_null(line, "the override's line, with estimates at 0:\n%s", text);
-    cr_assert_not_null(strstr(text, "\nallreduce       [64K, 112K)          rd            model "
+    cr_assert_not_null(strstr(text, "\nallreduce       [64K, 106667)        rd            model "
                               " ring="), "%s", text);
-    cr_assert_not_null(strstr(text, "[1280K, inf)"), "%s", text);
+    cr_assert_not_null(strstr(text, "[1125K, inf)"), "%s", text);
     cr_assert_not_null(strstr(text, "# ranks on several nodes: network transport only\n"));
     cr_assert_not_null(strstr(text, "\n# cuda memory: no algorithm"), "%s", text);
     for (char *s = text; *s; s++)
@@ -820,6 +820,9 @@ Test(node, team_variants_chosen)
     t = build_env(&env);
     cr_assert_str_eq(lookup_name(t, COLL_ALLREDUCE, 8), "shm_ll");
     cr_assert_str_eq(lookup_name(t, COLL_ALLREDUCE, 440), "shm_ll");
+    /* Ranges start where the choice changes, not at the grid's next point. */
+    cr_assert_str_eq(lookup_name(t, COLL_ALLREDUCE, 441), "shm");
+    cr_assert_str_eq(lookup_name(t, COLL_ALLGATHER, 4 * 440 + 1), "shm");
     cr_assert_str_eq(lookup_name(t, COLL_ALLREDUCE, 1024), "shm");
     cr_assert_str_eq(lookup_name(t, COLL_BROADCAST, 64), "shm_ll");
     cr_assert_str_eq(lookup_name(t, COLL_ALLGATHER, 4 * 110), "shm_ll");
