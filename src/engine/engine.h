@@ -31,12 +31,14 @@
 #define CHORUS_ENGINE_H
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "chorus.h"
 #include "core/comm.h"
 #include "engine/engine_config.h"
+#include "tuning/autotune.h"
 
 typedef enum {
     ENGINE_ALLREDUCE = 0,
@@ -138,6 +140,14 @@ struct chorus_engine {
     coll_scratch_pool_t pool;   /* fusion buffers */
     double last_stall_check;
     engine_counters_t counters;
+
+    /* CHORUS_AUTOTUNE (engine_tune.c): the engine thread's only */
+    tune_search_t *tune;        /* NULL: off */
+    double tune_window_s;       /* seconds per sample, at least */
+    uint64_t tune_mark_bytes;   /* counters.bucket_bytes at the last sample */
+    double tune_mark_t;
+    double tune_t0;
+    FILE *tune_log;             /* rank 0, CHORUS_AUTOTUNE_LOG */
 };
 
 /* ---- names (engine_names.c) ---------------------------------------------- */
@@ -194,6 +204,14 @@ chorus_status_t engine_buckets_reap(chorus_engine_t engine, int wait);
 
 /* Complete sub's request with status and free sub (any thread, engine lock not needed). */
 void engine_sub_finish(engine_sub_t *sub, chorus_status_t status);
+
+/* ---- the autotuner (engine_tune.c) ----------------------------------------- */
+
+/* Start tuning when cfg asks for it: bucket size and cycle move to the grid. */
+chorus_status_t engine_tune_init(chorus_engine_t engine, const engine_config_t *cfg);
+/* After each cycle, on the engine thread: a sample once every rank's window is over. */
+chorus_status_t engine_tune_cycle(chorus_engine_t engine);
+void engine_tune_free(chorus_engine_t engine);
 
 /* ---- cycles (engine_cycle.c) --------------------------------------------- */
 

@@ -61,31 +61,48 @@ static int engine_settings(chorus_engine_t engine, const chorus_engine_opts_t *o
                  ENGINE_CYCLE_MS_MAX);
         return -1;
     }
+    if (engine_tune_init(engine, &cfg) != CHORUS_OK) {
+        snprintf(why, why_len, "the autotuner could not start (logged above)");
+        return -1;
+    }
     return 0;
 }
 
 /*
- * Every rank's word on the engine: whether its arguments were good, and its
- * bucket size, which must be the same everywhere (buckets are cut alike).
+ * Every rank's word on the engine: whether its arguments were good, its
+ * bucket size, which must be the same everywhere (buckets are cut alike),
+ * and its autotuner's window (0: off), which must be too (samples are
+ * collectives of their own).
  */
 static chorus_status_t engine_agree(chorus_engine_t engine, int valid)
 {
-    uint64_t mine[2] = {(uint64_t)valid, engine->bucket_bytes}, *all;
+    enum { WORDS = 3 };
+    uint64_t mine[WORDS] = {(uint64_t)valid, engine->bucket_bytes,
+                            engine->tune != NULL ? (uint64_t)(engine->tune_window_s * 1e6) : 0},
+             *all;
     chorus_status_t status;
 
     all = malloc((size_t)engine->size * sizeof(mine));
     if (all == NULL)
         return CHORUS_ERR_NO_MEMORY;
-    status = chorus_allgather(mine, all, 2, CHORUS_UINT64, engine->neg, NULL);
+    status = chorus_allgather(mine, all, WORDS, CHORUS_UINT64, engine->neg, NULL);
     for (int r = 0; r < engine->size && status == CHORUS_OK; r++) {
-        if (all[2 * r] == 0) {
+        const uint64_t *theirs = all + WORDS * r;
+
+        if (theirs[0] == 0) {
             chorus_error("rank %d: chorus_engine_create: rank %d refused its arguments",
                          engine->rank, r);
             status = CHORUS_ERR_INVALID_ARG;
-        } else if (all[2 * r + 1] != all[1]) {
+        } else if (theirs[1] != all[1]) {
             chorus_error("rank %d: chorus_engine_create: bucket_bytes differs between ranks: "
                          "%llu on rank 0, %llu on rank %d", engine->rank,
-                         (unsigned long long)all[1], (unsigned long long)all[2 * r + 1], r);
+                         (unsigned long long)all[1], (unsigned long long)theirs[1], r);
+            status = CHORUS_ERR_INVALID_ARG;
+        } else if (theirs[2] != all[2]) {
+            chorus_error("rank %d: chorus_engine_create: CHORUS_AUTOTUNE and "
+                         "CHORUS_AUTOTUNE_WINDOW_MS differ between ranks: windows of %llu us "
+                         "on rank 0, %llu on rank %d (0: off)", engine->rank,
+                         (unsigned long long)all[2], (unsigned long long)theirs[2], r);
             status = CHORUS_ERR_INVALID_ARG;
         }
     }
@@ -95,6 +112,7 @@ static chorus_status_t engine_agree(chorus_engine_t engine, int valid)
 
 static void engine_free(chorus_engine_t engine)
 {
+    engine_tune_free(engine);
     coll_pool_destroy(&engine->pool);
     engine_names_free(&engine->names);
     if (engine->data != NULL)

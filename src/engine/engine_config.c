@@ -15,6 +15,21 @@ static const chorus__config_var_t engine_vars[] = {
      "worth is waiting; cycles with nothing waiting anywhere stretch up to 8 times; "
      "chorus_engine_opts_t.cycle_ms overrides it",
      chorus__config_parse_double, offsetof(engine_config_t, cycle_ms)},
+    {"CHORUS_AUTOTUNE", "0",
+     "training engine: tune the bucket size (1-64 MiB) and the cycle time (0.5-8 ms) while "
+     "it runs, from the rate its buckets move, the same on every rank (the slowest rank's "
+     "figure, agreed in the negotiation); it keeps watching and searches again when the "
+     "rate drifts by more than 10 %; every rank must use the same value",
+     chorus__config_parse_bool, offsetof(engine_config_t, autotune)},
+    {"CHORUS_AUTOTUNE_WINDOW_MS", "500",
+     "training engine, CHORUS_AUTOTUNE: milliseconds of work per sample of the rate, long "
+     "enough to span a few training steps; every rank must use the same value",
+     chorus__config_parse_double, offsetof(engine_config_t, autotune_window_ms)},
+    {"CHORUS_AUTOTUNE_LOG", "",
+     "training engine, CHORUS_AUTOTUNE: rank 0 appends every sample to this CSV file "
+     "(cycle, seconds, bucket bytes, cycle ms, streams, agreed rate in bytes/s, phase); "
+     "perf/autotune_plot.py draws it",
+     chorus__config_parse_string, offsetof(engine_config_t, autotune_log)},
 };
 
 const chorus__config_table_t engine_config_table = {

@@ -344,6 +344,8 @@ void *engine_thread_main(void *arg)
         status = engine_buckets_reap(engine, 0);
         if (status == CHORUS_OK)
             status = cycle_run(engine, &all_stop, &idle);
+        if (status == CHORUS_OK && !all_stop)
+            status = engine_tune_cycle(engine);
         if (status != CHORUS_OK || all_stop)
             break;
         idle_cycles = idle ? idle_cycles + 1 : 0;

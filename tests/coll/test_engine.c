@@ -265,6 +265,110 @@ Test(engine, default_buckets, .timeout = 120)
     run_ranks(3, shuffle_rank, &a, 100, "default bucket size");
 }
 
+/* ---- the autotuner ----------------------------------------------------------- */
+
+#define AUTOTUNE_LOG_MAX 4096
+
+/*
+ * CHORUS_AUTOTUNE with short windows: 40 rounds of 64 names, exact every
+ * time while the bucket size and cycle time change under them; rank 0's log
+ * has a header, samples, and more than one bucket size tried.
+ */
+static int autotuned_rank(chorus_comm_t comm, int rank, int size, void *arg)
+{
+    const char *log = arg;
+    chorus_engine_t engine;
+    int rc = engine_with(comm, 0, &engine);
+    char line[256], header[256];
+    size_t sizes[AUTOTUNE_LOG_MAX];
+    int nsizes = 0, rows = 0;
+    FILE *f;
+
+    for (int round = 0; round < 40 && rc == RC_OK; round++)
+        rc = run_round(engine, rank, size, 0, 64, round, 0);
+    if (engine != NULL && chorus_engine_destroy(engine) != CHORUS_OK && rc == RC_OK)
+        rc = RC_STATUS;
+    if (rc != RC_OK || rank != 0)
+        return rc;
+    f = fopen(log, "r");
+    if (f == NULL || fgets(header, sizeof(header), f) == NULL ||
+        strcmp(header, "cycle,seconds,bucket_bytes,cycle_ms,streams,rate,phase\n") != 0) {
+        fprintf(stderr, "rank 0: no autotune log, or not its header\n");
+        rc = RC_RESULT;
+    }
+    while (rc == RC_OK && fgets(line, sizeof(line), f) != NULL && rows < AUTOTUNE_LOG_MAX) {
+        unsigned long long cycle, bucket;
+        double seconds, cycle_ms, rate;
+        int streams, known = 0;
+        char phase[16];
+
+        if (sscanf(line, "%llu,%lf,%llu,%lf,%d,%lf,%15s", &cycle, &seconds, &bucket, &cycle_ms,
+                   &streams, &rate, phase) != 7 || bucket < (1u << 20) || bucket > (64u << 20) ||
+            !(cycle_ms >= 0.5 && cycle_ms <= 8) || streams != 1 || !(rate > 0) ||
+            (strcmp(phase, "search") != 0 && strcmp(phase, "watch") != 0)) {
+            fprintf(stderr, "rank 0: autotune log line %d malformed: %s", rows + 2, line);
+            rc = RC_RESULT;
+        }
+        for (int i = 0; i < nsizes; i++)
+            known |= sizes[i] == bucket;
+        if (!known)
+            sizes[nsizes++] = (size_t)bucket;
+        rows++;
+    }
+    if (rc == RC_OK && (rows < 3 || nsizes < 2)) {
+        fprintf(stderr, "rank 0: autotune log: %d samples, %d bucket sizes\n", rows, nsizes);
+        rc = RC_RESULT;
+    }
+    if (f != NULL)
+        fclose(f);
+    return rc;
+}
+
+Test(engine, autotuned, .timeout = 120)
+{
+    char log[] = "/tmp/chorus-autotune-XXXXXX";
+    int fd = mkstemp(log);
+
+    cr_assert_geq(fd, 0);
+    close(fd);
+    unlink(log);
+    setenv("CHORUS_AUTOTUNE", "1", 1);
+    setenv("CHORUS_AUTOTUNE_WINDOW_MS", "5", 1);
+    setenv("CHORUS_AUTOTUNE_LOG", log, 1);
+    run_ranks(3, autotuned_rank, log, 100, "autotuned");
+    unsetenv("CHORUS_AUTOTUNE");
+    unsetenv("CHORUS_AUTOTUNE_WINDOW_MS");
+    unsetenv("CHORUS_AUTOTUNE_LOG");
+    unlink(log);
+}
+
+/* The autotuner on some ranks only: every rank's create fails, none hangs. */
+static int autotune_mismatch_rank(chorus_comm_t comm, int rank, int size, void *arg)
+{
+    chorus_engine_t engine = NULL;
+
+    (void)size;
+    (void)arg;
+    setenv("CHORUS_AUTOTUNE", rank == 1 ? "1" : "0", 1);
+    if (chorus_engine_create(comm, NULL, &engine) != CHORUS_ERR_INVALID_ARG) {
+        fprintf(stderr, "rank %d: an engine with the autotuner on one rank only\n", rank);
+        if (engine != NULL)
+            chorus_engine_destroy(engine);
+        return RC_STATUS;
+    }
+    /* A bad window is refused too. */
+    setenv("CHORUS_AUTOTUNE", "1", 1);
+    setenv("CHORUS_AUTOTUNE_WINDOW_MS", "0", 1);
+    if (chorus_engine_create(comm, NULL, &engine) != CHORUS_ERR_INVALID_ARG)
+        return RC_STATUS;
+    return RC_OK;
+}
+
+Test(engine, autotune_on_some_ranks, .timeout = 60)
+{
+    run_ranks(3, autotune_mismatch_rank, NULL, 50, "the autotuner on one rank only");
+}
+
 /* ---- the same bits on every rank ------------------------------------------ */
 
 static uint64_t fnv(const void *buf, size_t len)

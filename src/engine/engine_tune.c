@@ -1,0 +1,124 @@
+/*
+ * The engine's online autotuner (CHORUS_AUTOTUNE). Every TUNE_CHECK_CYCLES
+ * cycles the ranks take the minimum, on the negotiation communicator, of
+ * two figures: the time since the last sample and the rate their buckets
+ * moved over it. Every cycle is collective, so all ranks do this at the same
+ * cycle and see the same minimum. Once even the slowest clock has run a
+ * window (CHORUS_AUTOTUNE_WINDOW_MS, long enough to span a few training
+ * steps: a shorter one samples the bursts of one step), the slowest rank's
+ * rate is a sample, fed to the same search (tuning/autotune.h) on every
+ * rank: all change their bucket size and cycle time at the same cycle, and
+ * buckets stay cut alike.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/engine.h"
+#include "util/log.h"
+#include "util/time.h"
+
+static const size_t tune_buckets[] = {1u << 20, 2u << 20, 4u << 20, 8u << 20,
+                                      16u << 20, 32u << 20, 64u << 20};
+static const double tune_cycles_ms[] = {0.5, 1, 2, 4, 8};
+#define NBUCKETS ((int)(sizeof(tune_buckets) / sizeof(tune_buckets[0])))
+#define NCYCLES ((int)(sizeof(tune_cycles_ms) / sizeof(tune_cycles_ms[0])))
+/* Cycles between looks at whether a window is over. */
+#define TUNE_CHECK_CYCLES 10
+
+/* The value of a list nearest to x, as an index (ratios: the values double). */
+static int nearest(const double *values, int n, double x)
+{
+    int best = 0;
+
+    for (int i = 1; i < n; i++)
+        if (fabs(log(values[i] / x)) < fabs(log(values[best] / x)))
+            best = i;
+    return best;
+}
+
+chorus_status_t engine_tune_init(chorus_engine_t engine, const engine_config_t *cfg)
+{
+    double buckets[NBUCKETS];
+    int n[TUNE_DIMS] = {NBUCKETS, NCYCLES, 1}, start[TUNE_DIMS] = {0, 0, 0};
+
+    if (!cfg->autotune)
+        return CHORUS_OK;
+    if (!(cfg->autotune_window_ms >= 1 && cfg->autotune_window_ms <= 600000)) {
+        chorus_error("rank %d: CHORUS_AUTOTUNE_WINDOW_MS=%g is not in [1, 600000]",
+                     engine->rank, cfg->autotune_window_ms);
+        return CHORUS_ERR_INVALID_ARG;
+    }
+    engine->tune = malloc(sizeof(*engine->tune));
+    if (engine->tune == NULL)
+        return CHORUS_ERR_NO_MEMORY;
+    for (int i = 0; i < NBUCKETS; i++)
+        buckets[i] = (double)tune_buckets[i];
+    start[0] = nearest(buckets, NBUCKETS, (double)engine->bucket_bytes);
+    start[1] = nearest(tune_cycles_ms, NCYCLES, engine->cycle_s * 1000.0);
+    tune_search_init(engine->tune, n, start);
+    engine->tune_window_s = cfg->autotune_window_ms / 1000.0;
+    engine->tune_t0 = engine->tune_mark_t = chorus__now();
+    if (engine->rank == 0 && cfg->autotune_log.s[0] != '\0') {
+        engine->tune_log = fopen(cfg->autotune_log.s, "a");
+        if (engine->tune_log == NULL) {
+            chorus_error("rank 0: CHORUS_AUTOTUNE_LOG=%s: %s", cfg->autotune_log.s,
+                         strerror(errno));
+            return CHORUS_ERR_INVALID_ARG;
+        }
+        fprintf(engine->tune_log, "cycle,seconds,bucket_bytes,cycle_ms,streams,rate,phase\n");
+    }
+    /* The search starts at the grid's point nearest the settings. */
+    engine->bucket_bytes = tune_buckets[start[0]];
+    engine->cycle_s = tune_cycles_ms[start[1]] / 1000.0;
+    return CHORUS_OK;
+}
+
+void engine_tune_free(chorus_engine_t engine)
+{
+    if (engine->tune_log != NULL)
+        fclose(engine->tune_log);
+    engine->tune_log = NULL;
+    free(engine->tune);
+    engine->tune = NULL;
+}
+
+chorus_status_t engine_tune_cycle(chorus_engine_t engine)
+{
+    tune_search_t *s = engine->tune;
+    double now, mine[2], agreed[2];
+    chorus_status_t status;
+
+    if (s == NULL || engine->counters.cycles % TUNE_CHECK_CYCLES != 0)
+        return CHORUS_OK;
+    now = chorus__now();
+    mine[0] = now - engine->tune_mark_t;
+    mine[1] = (double)(engine->counters.bucket_bytes - engine->tune_mark_bytes) / mine[0];
+    status = chorus_allreduce(mine, agreed, 2, CHORUS_FLOAT64, CHORUS_MIN, engine->neg, NULL);
+    if (status != CHORUS_OK || agreed[0] < engine->tune_window_s)
+        return status;
+    engine->tune_mark_t = now;
+    engine->tune_mark_bytes = engine->counters.bucket_bytes;
+    /* A window in which some rank moved nothing says nothing about the settings. */
+    if (!(agreed[1] > 0))
+        return CHORUS_OK;
+    if (engine->tune_log != NULL)
+        fprintf(engine->tune_log, "%llu,%.6f,%zu,%g,1,%.0f,%s\n",
+                (unsigned long long)engine->counters.cycles, now - engine->tune_t0,
+                tune_buckets[s->at[0]], tune_cycles_ms[s->at[1]], agreed[1],
+                s->phase == TUNE_SEARCH ? "search" : "watch");
+    if (tune_search_feed(s, agreed[1])) {
+        pthread_mutex_lock(&engine->lock);
+        engine->bucket_bytes = tune_buckets[s->at[0]];
+        engine->cycle_s = tune_cycles_ms[s->at[1]] / 1000.0;
+        pthread_mutex_unlock(&engine->lock);
+        chorus_debug("rank %d: autotune: %s, buckets of %zu bytes every %g ms",
+                     engine->rank, s->phase == TUNE_SEARCH ? "trying" : "settled on",
+                     tune_buckets[s->at[0]], tune_cycles_ms[s->at[1]]);
+    }
+    if (engine->tune_log != NULL)
+        fflush(engine->tune_log);
+    return CHORUS_OK;
+}

@@ -1,0 +1,99 @@
+/* The online autotuner's search (autotune.h). */
+#include "tuning/autotune.h"
+
+#include <math.h>
+#include <string.h>
+
+static int point_index(const int p[TUNE_DIMS])
+{
+    return (p[0] * TUNE_VALUES_MAX + p[1]) * TUNE_VALUES_MAX + p[2];
+}
+
+static void search_begin(tune_search_t *s)
+{
+    s->phase = TUNE_SEARCH;
+    memcpy(s->best, s->at, sizeof(s->best));
+    s->best_rate = -1;
+    s->last_dim = 0;
+    s->last_dir = 1;
+    s->samples = 0;
+    for (int i = 0; i < TUNE_POINTS; i++)
+        s->rate[i] = -1;
+}
+
+void tune_search_init(tune_search_t *s, const int n[TUNE_DIMS], const int start[TUNE_DIMS])
+{
+    memset(s, 0, sizeof(*s));
+    for (int d = 0; d < TUNE_DIMS; d++) {
+        s->n[d] = n[d] < 1 ? 1 : n[d] > TUNE_VALUES_MAX ? TUNE_VALUES_MAX : n[d];
+        s->at[d] = start[d] < 0 ? 0 : start[d] >= s->n[d] ? s->n[d] - 1 : start[d];
+    }
+    search_begin(s);
+}
+
+/* The best point's first neighbour not measured yet, the last paying step first; 0: none. */
+static int next_neighbour(const tune_search_t *s, int next[TUNE_DIMS], int *dim_p, int *dir_p)
+{
+    for (int k = 0; k < 2 * TUNE_DIMS; k++) {
+        int dim = (s->last_dim + k / 2) % TUNE_DIMS;
+        int dir = k % 2 == 0 ? s->last_dir : -s->last_dir;
+
+        memcpy(next, s->best, sizeof(s->best));
+        next[dim] += dir;
+        if (next[dim] < 0 || next[dim] >= s->n[dim] || s->rate[point_index(next)] >= 0)
+            continue;
+        *dim_p = dim;
+        *dir_p = dir;
+        return 1;
+    }
+    return 0;
+}
+
+static int watch(tune_search_t *s, double rate)
+{
+    if (s->reference <= 0) {
+        s->reference = rate;
+        return 0;
+    }
+    s->drifted = fabs(rate - s->reference) > TUNE_DRIFT * s->reference ? s->drifted + 1 : 0;
+    if (s->drifted >= TUNE_DRIFT_SAMPLES) {
+        /* The ground moved: search again, measuring from here. */
+        search_begin(s);
+        s->drifted = 0;
+        s->reference = 0;
+    }
+    return 0;
+}
+
+int tune_search_feed(tune_search_t *s, double rate)
+{
+    int next[TUNE_DIMS], dim, dir, moved;
+
+    if (!(rate >= 0))
+        return 0; /* not a rate: nothing learnt */
+    if (s->phase == TUNE_WATCH)
+        return watch(s, rate);
+    s->samples++;
+    s->rate[point_index(s->at)] = rate;
+    if (rate > s->best_rate) {
+        /* A step that paid: keep going that way first. */
+        for (int d = 0; d < TUNE_DIMS; d++)
+            if (s->at[d] != s->best[d]) {
+                s->last_dim = d;
+                s->last_dir = s->at[d] > s->best[d] ? 1 : -1;
+            }
+        memcpy(s->best, s->at, sizeof(s->best));
+        s->best_rate = rate;
+    }
+    if (next_neighbour(s, next, &dim, &dir)) {
+        memcpy(s->at, next, sizeof(next));
+        return 1;
+    }
+    /* Every neighbour of the best is measured: settle there. */
+    moved = memcmp(s->at, s->best, sizeof(s->best)) != 0;
+    memcpy(s->at, s->best, sizeof(s->best));
+    s->phase = TUNE_WATCH;
+    s->reference = 0;
+    s->drifted = 0;
+    return moved;
+}

@@ -1,0 +1,44 @@
+/*
+ * The online autotuner's search (autotune.c): a pure function of the rates
+ * it is fed, so every rank fed the same agreed rates moves to the same
+ * points at the same samples, without a coordinator.
+ *
+ * A point is an index into each dimension's values (the caller's: bucket
+ * sizes, cycle times, streams). The search measures the current point,
+ * then the unmeasured neighbours of the best point so far (one step along
+ * one dimension, the direction that last paid first), until every
+ * neighbour of the best is measured: it settles there and watches. When
+ * the rate there moves away from what it settled on by more than
+ * TUNE_DRIFT for TUNE_DRIFT_SAMPLES samples in a row (a link slowed,
+ * another job started), it searches again from where it is.
+ */
+#ifndef CHORUS_TUNING_AUTOTUNE_H
+#define CHORUS_TUNING_AUTOTUNE_H
+
+#define TUNE_DIMS 3
+#define TUNE_VALUES_MAX 8
+#define TUNE_POINTS (TUNE_VALUES_MAX * TUNE_VALUES_MAX * TUNE_VALUES_MAX)
+#define TUNE_DRIFT 0.10
+#define TUNE_DRIFT_SAMPLES 3
+
+typedef enum { TUNE_SEARCH = 0, TUNE_WATCH } tune_phase_t;
+
+typedef struct {
+    int n[TUNE_DIMS];           /* values in each dimension, 1..TUNE_VALUES_MAX */
+    int at[TUNE_DIMS];          /* the point the next rate is measured at */
+    tune_phase_t phase;
+    int best[TUNE_DIMS];        /* SEARCH: the best point measured so far */
+    double best_rate;
+    int last_dim, last_dir;     /* the step that last found a better point */
+    double reference;           /* WATCH: the rate the point settled on gave; 0: none yet */
+    int drifted;                /* WATCH: samples in a row away from the reference */
+    int samples;                /* rates fed since this search began */
+    double rate[TUNE_POINTS];   /* measured in this search; < 0: not yet */
+} tune_search_t;
+
+/* Start searching at `start` over n[d] values per dimension (out-of-range counts clamp). */
+void tune_search_init(tune_search_t *s, const int n[TUNE_DIMS], const int start[TUNE_DIMS]);
+/* The rate measured at s->at (bytes per second); returns 1 when s->at moved. */
+int tune_search_feed(tune_search_t *s, double rate);
+
+#endif
