@@ -500,16 +500,14 @@ int tl_tcp_lanes_update_events(tl_ctx_t *ctx, tl_tcp_peer_t *peer);
 /* Close the lanes; the RDATA sends their frames belonged to fail; returns completions. */
 int tl_tcp_lanes_close(tl_ctx_t *ctx, tl_tcp_peer_t *peer, chorus_status_t status);
 /* The next fragment of the oldest cleared send into tx; 0 when none is left. */
-int tl_tcp_rdata_take(tl_tcp_peer_t *peer, int lane, tl_tcp_tx_t *tx);
+int tl_tcp_rdata_take(tl_tcp_peer_t *peer, tl_tcp_tx_t *tx);
 /* A fragment's frame is written whole; returns completions. */
-int tl_tcp_rdata_written(tl_ctx_t *ctx, tl_tcp_peer_t *peer, int lane, tl_tcp_tx_t *tx);
+int tl_tcp_rdata_written(tl_ctx_t *ctx, int lane, tl_tcp_tx_t *tx);
 /* An RDATA header arrived (on any lane): the record its payload goes to, or NULL. */
 tl_tcp_ue_t *tl_tcp_rdata_place(tl_tcp_peer_t *peer, const tl_tcp_frame_t *frame,
                                 unsigned char **dst_p);
 /* A fragment's payload is in place; returns completions. */
 int tl_tcp_rdata_arrived(tl_ctx_t *ctx, tl_tcp_peer_t *peer, tl_tcp_ue_t *rec, uint64_t len);
-/* Bytes a lane's socket holds that the peer has not acknowledged (0 when unknown). */
-uint64_t tl_tcp_lane_backlog(const tl_tcp_peer_t *peer, int lane);
 
 /*
  * tcp_stripe.c: which lane takes the next fragment. Pure: tests/unit/ runs

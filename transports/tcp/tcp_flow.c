@@ -400,13 +400,12 @@ static void tx_cts_frame(tl_ctx_t *ctx, tl_tcp_peer_t *peer, tl_tcp_frame_t *f)
         ue_free(ctx, rec);
 }
 
-int tl_tcp_rdata_take(tl_tcp_peer_t *peer, int lane, tl_tcp_tx_t *tx)
+int tl_tcp_rdata_take(tl_tcp_peer_t *peer, tl_tcp_tx_t *tx)
 {
     tl_req_t *req = peer->rdataq.head;
     tl_tcp_frame_t f = {.type = TL_TCP_FRAME_RDATA};
     size_t left, len;
 
-    (void)lane;
     if (req == NULL)
         return 0;
     left = req->capacity - req->offset;
@@ -427,11 +426,10 @@ int tl_tcp_rdata_take(tl_tcp_peer_t *peer, int lane, tl_tcp_tx_t *tx)
     return 1;
 }
 
-int tl_tcp_rdata_written(tl_ctx_t *ctx, tl_tcp_peer_t *peer, int lane, tl_tcp_tx_t *tx)
+int tl_tcp_rdata_written(tl_ctx_t *ctx, int lane, tl_tcp_tx_t *tx)
 {
     tl_req_t *req = tx->req;
 
-    (void)peer;
     ctx->stats.lane_bytes[lane] += tx->len;
     req->moved += tx->len;
     memset(tx, 0, sizeof(*tx));
@@ -490,7 +488,7 @@ int tl_tcp_tx_next(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
         /* Payload fragments and new messages take turns: neither waits behind the other. */
         peer->message_turn = 1;
         peer->deal_to = -1;
-        return tl_tcp_rdata_take(peer, 0, &peer->tx);
+        return tl_tcp_rdata_take(peer, &peer->tx);
     } else if (message) {
         tx_message_frame(ctx, peer, &f);
         peer->message_turn = 0;
@@ -508,7 +506,7 @@ int tl_tcp_tx_done(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
     uint8_t type = peer->tx.hdr.type;
 
     if (type == TL_TCP_FRAME_RDATA)
-        return tl_tcp_rdata_written(ctx, peer, 0, &peer->tx);
+        return tl_tcp_rdata_written(ctx, 0, &peer->tx);
     memset(&peer->tx, 0, sizeof(peer->tx));
     if (type == TL_TCP_FRAME_DATA) {
         tl_tcp_req_complete(req, CHORUS_OK, req->capacity);

@@ -31,7 +31,8 @@ static const tl_tcp_tx_t *lane_tx(const tl_tcp_peer_t *peer, int lane)
     return lane == 0 ? &peer->tx : &peer->lanes[lane].tx;
 }
 
-uint64_t tl_tcp_lane_backlog(const tl_tcp_peer_t *peer, int lane)
+/* Bytes a lane's socket holds that the peer has not acknowledged (0 when unknown). */
+static uint64_t lane_backlog(const tl_tcp_peer_t *peer, int lane)
 {
     const tl_tcp_tx_t *tx = lane_tx(peer, lane);
     int queued = 0;
@@ -57,7 +58,7 @@ static int lane_pick(tl_tcp_peer_t *peer)
 
     for (int i = 0; i < peer->nlanes; i++) {
         up[i] = lane_fd(peer, i) >= 0;
-        backlog[i] = up[i] ? tl_tcp_lane_backlog(peer, i) : 0;
+        backlog[i] = up[i] ? lane_backlog(peer, i) : 0;
         if (up[i])
             tl_tcp_rate_sample(&peer->lanes[i].rate, now, backlog[i]);
         rates[i] = peer->lanes[i].rate;
@@ -88,7 +89,7 @@ int tl_tcp_lanes_write(tl_ctx_t *ctx, tl_tcp_peer_t *peer, int *moved_p)
                 if (w < 0)
                     return n + tl_tcp_peer_lost(ctx, peer, "send on a lane", errno);
                 if (lane->tx.off == hdr + lane->tx.len) {
-                    n += tl_tcp_rdata_written(ctx, peer, i, &lane->tx);
+                    n += tl_tcp_rdata_written(ctx, i, &lane->tx);
                     *moved_p = 1;
                 }
             }
@@ -104,7 +105,7 @@ int tl_tcp_lanes_write(tl_ctx_t *ctx, tl_tcp_peer_t *peer, int *moved_p)
         }
         if (peer->lanes[peer->deal_to].tx.busy)
             return n; /* its EPOLLOUT is armed: the fragment waits for it */
-        tl_tcp_rdata_take(peer, peer->deal_to, &peer->lanes[peer->deal_to].tx);
+        tl_tcp_rdata_take(peer, &peer->lanes[peer->deal_to].tx);
         peer->deal_to = -1;
         *moved_p = 1;
     }

@@ -24,6 +24,7 @@
 void tl_tcp_rate_sample(tl_tcp_rate_t *r, double now, uint64_t backlog)
 {
     uint64_t acked = r->sent - (backlog < r->sent ? backlog : r->sent);
+    double measured;
 
     /*
      * An idle lane delivers nothing for want of bytes, not of speed: a
@@ -40,11 +41,8 @@ void tl_tcp_rate_sample(tl_tcp_rate_t *r, double now, uint64_t backlog)
     }
     if (now - r->mark_t < TL_TCP_RATE_PERIOD)
         return;
-    {
-        double measured = (double)(acked - r->mark_acked) / (now - r->mark_t);
-
-        r->rate = r->rate > 0 ? r->rate + RATE_FOLLOW * (measured - r->rate) : measured;
-    }
+    measured = (double)(acked - r->mark_acked) / (now - r->mark_t);
+    r->rate = r->rate > 0 ? r->rate + RATE_FOLLOW * (measured - r->rate) : measured;
     r->mark_t = now;
     r->mark_acked = acked;
 }
