@@ -316,6 +316,7 @@ for streams in 0 1; do
     fi
     check "two links, CHORUS_TCP_STREAMS=$streams: bytes per link as expected on both nodes" \
         [ "$(sed -n 's/^\[rank [01] node [01]\] tx //p' "$TMP/out" | awk "$want" | wc -l)" -eq 2 ]
+    sed -n "s/^\(\[rank [01] node [01]\]\) tx /test_netns: streams=$streams: \1 sent /p" "$TMP/out"
     [ "$rc" -eq 0 ] || tail -n 20 "$TMP/out"
     clean "chorus over two links, CHORUS_TCP_STREAMS=$streams"
 done

@@ -513,12 +513,19 @@ int tl_tcp_rdata_arrived(tl_ctx_t *ctx, tl_tcp_peer_t *peer, tl_tcp_ue_t *rec, u
  * tcp_stripe.c: which lane takes the next fragment. Pure: tests/unit/ runs
  * it over simulated links.
  *
- * Rates: a measure runs while the lane has a backlog; once at least
+ * Rates: a measure runs while the lane's socket holds bytes (held: sent and
+ * not acknowledged, or not sent yet, of what it took); once at least
  * TL_TCP_RATE_PERIOD has passed it yields acknowledged bytes over time,
  * which the rate follows by half (a few fragments' time to follow a change).
  */
 #define TL_TCP_RATE_PERIOD 0.002
-void tl_tcp_rate_sample(tl_tcp_rate_t *r, double now, uint64_t backlog);
+void tl_tcp_rate_sample(tl_tcp_rate_t *r, double now, uint64_t held);
+/*
+ * One look at a lane before a pick: samples its rate from what its socket
+ * holds, and returns its backlog, that plus the unsent rest of the frame it
+ * is writing.
+ */
+uint64_t tl_tcp_stripe_look(tl_tcp_rate_t *r, double now, uint64_t held, uint64_t unsent);
 /*
  * The lane, of n, that would deliver a fragment of frag bytes first: the
  * least (backlog + frag) / rate, a lane not measured yet taken at the fastest

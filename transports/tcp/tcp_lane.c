@@ -32,18 +32,22 @@ static const tl_tcp_tx_t *lane_tx(const tl_tcp_peer_t *peer, int lane)
 }
 
 /* Bytes a lane's socket holds that the peer has not acknowledged (0 when unknown). */
-static uint64_t lane_backlog(const tl_tcp_peer_t *peer, int lane)
+static uint64_t lane_held(const tl_tcp_peer_t *peer, int lane)
 {
-    const tl_tcp_tx_t *tx = lane_tx(peer, lane);
     int queued = 0;
-    uint64_t backlog = 0;
 
     /* Sent and not acknowledged, or not sent yet: what the link still has to carry. */
     if (ioctl(lane_fd(peer, lane), SIOCOUTQ, &queued) == 0 && queued > 0)
-        backlog = (uint64_t)queued;
-    if (tx->busy)
-        backlog += sizeof(tl_tcp_hdr_t) + tx->len - tx->off;
-    return backlog;
+        return (uint64_t)queued;
+    return 0;
+}
+
+/* What of the frame a lane is writing its socket has not taken yet. */
+static uint64_t lane_unsent(const tl_tcp_peer_t *peer, int lane)
+{
+    const tl_tcp_tx_t *tx = lane_tx(peer, lane);
+
+    return tx->busy ? sizeof(tl_tcp_hdr_t) + tx->len - tx->off : 0;
 }
 
 /* The lane the next fragment of the oldest cleared send should go to. */
@@ -58,9 +62,9 @@ static int lane_pick(tl_tcp_peer_t *peer)
 
     for (int i = 0; i < peer->nlanes; i++) {
         up[i] = lane_fd(peer, i) >= 0;
-        backlog[i] = up[i] ? lane_backlog(peer, i) : 0;
-        if (up[i])
-            tl_tcp_rate_sample(&peer->lanes[i].rate, now, backlog[i]);
+        backlog[i] = up[i] ? tl_tcp_stripe_look(&peer->lanes[i].rate, now, lane_held(peer, i),
+                                                lane_unsent(peer, i))
+                           : 0;
         rates[i] = peer->lanes[i].rate;
     }
     return tl_tcp_stripe_pick(rates, backlog, up, peer->nlanes,

@@ -21,20 +21,22 @@
 #define SHARED_FRAG_MIN (64u << 10)
 #define SHARED_FRAG_MAX (256u << 10)
 
-void tl_tcp_rate_sample(tl_tcp_rate_t *r, double now, uint64_t backlog)
+void tl_tcp_rate_sample(tl_tcp_rate_t *r, double now, uint64_t held)
 {
-    uint64_t acked = r->sent - (backlog < r->sent ? backlog : r->sent);
+    uint64_t acked = r->sent - (held < r->sent ? held : r->sent);
     double measured;
 
     /*
      * An idle lane delivers nothing for want of bytes, not of speed: a
      * measure covers only time the lane had a backlog (as far as samples see).
+     * A count that went back (a socket that could not say what it holds)
+     * starts a new measure rather than yield a wrapped one.
      */
-    if (backlog == 0) {
+    if (held == 0) {
         r->mark_t = 0;
         return;
     }
-    if (r->mark_t == 0) {
+    if (r->mark_t == 0 || acked < r->mark_acked) {
         r->mark_t = now;
         r->mark_acked = acked;
         return;
@@ -45,6 +47,18 @@ void tl_tcp_rate_sample(tl_tcp_rate_t *r, double now, uint64_t backlog)
     r->rate = r->rate > 0 ? r->rate + RATE_FOLLOW * (measured - r->rate) : measured;
     r->mark_t = now;
     r->mark_acked = acked;
+}
+
+uint64_t tl_tcp_stripe_look(tl_tcp_rate_t *r, double now, uint64_t held, uint64_t unsent)
+{
+    /*
+     * Only what the socket holds was counted as sent: the frame's rest, not
+     * taken yet, would read as acknowledged bytes gone missing (and a measure
+     * below zero) if the rate saw it. The pick must see it, though: the lane
+     * has it to carry before anything dealt to it now.
+     */
+    tl_tcp_rate_sample(r, now, held);
+    return held + unsent;
 }
 
 int tl_tcp_stripe_pick(const tl_tcp_rate_t *rates, const uint64_t *backlog, const int *up,
