@@ -221,6 +221,22 @@ void chorus__ctx_fail(chorus__ctx_t *ctx, chorus_status_t status)
     chorus__progress_wake(ctx);
 }
 
+int chorus__ctx_net_streams(chorus__ctx_t *ctx, int use)
+{
+    int most = 1;
+
+    for (int i = 0; i < ctx->nlanes; i++) {
+        int opened;
+
+        if (ctx->tl[i]->streams == NULL || ctx->tl_ctx[i] == NULL)
+            continue;
+        opened = ctx->tl[i]->streams(ctx->tl_ctx[i], use);
+        if (opened > most)
+            most = opened;
+    }
+    return most;
+}
+
 chorus_status_t chorus__ctx_send(chorus__ctx_t *ctx, int peer, uint32_t space, uint64_t tag,
                                  const void *buf, size_t len, tl_req_t *req)
 {

@@ -139,6 +139,14 @@ chorus_status_t chorus__progress_start(chorus__ctx_t *ctx);
 void chorus__progress_stop(chorus__ctx_t *ctx);
 void chorus__progress_wake(chorus__ctx_t *ctx);
 
+/*
+ * Payload streams per peer over the transports that open several (tl_ops_t
+ * streams), for every peer of the context: use > 0 caps them, use <= 0
+ * only asks. Returns the most any of them opens per peer; 1 when none opens
+ * more. Safe from any thread.
+ */
+int chorus__ctx_net_streams(chorus__ctx_t *ctx, int use);
+
 /* Send and receive with a context rank over its lane (progress thread). */
 chorus_status_t chorus__ctx_send(chorus__ctx_t *ctx, int peer, uint32_t space, uint64_t tag,
                                  const void *buf, size_t len, tl_req_t *req);

@@ -74,6 +74,7 @@ typedef struct {
     chorus_status_t connect_status;
     double connect_s;
     long completed;             /* sum of progress() results */
+    int streams_use;            /* the bound set through ops->streams; 0: none */
     shared_t *sh;
 } rank_env_t;
 
@@ -89,9 +90,10 @@ typedef struct {
     const char *window;         /* CHORUS_TCP_WINDOW */
     const char *streams;        /* CHORUS_TCP_STREAMS of every rank */
     const char *streams_0;      /* ... but rank 0's */
+    int streams_use;            /* every rank bounds the streams it deals to (ops->streams) */
 } run_opts_t;
 
-static const run_opts_t defaults = {2, 10.0, -1, -1, -1, NULL, NULL, NULL, NULL};
+static const run_opts_t defaults = {2, 10.0, -1, -1, -1, NULL, NULL, NULL, NULL, 0};
 
 /* ---- helpers used inside rank processes ----------------------------------- */
 
@@ -203,6 +205,12 @@ static int rank_main(const tl_ops_t *ops, const run_opts_t *o, shared_t *sh, int
     if (o->streams != NULL)
         setenv("CHORUS_TCP_STREAMS", rank == 0 && o->streams_0 ? o->streams_0 : o->streams, 1);
     CHECK(ops->ctx_create(&params, &env->ctx) == CHORUS_OK);
+    /* The bound takes what it is given up to what the rank opens, which it returns. */
+    CHECK(ops->streams(env->ctx, 0) == (o->streams != NULL ? env->ctx->streams : 1));
+    if (o->streams_use > 0) {
+        CHECK(ops->streams(env->ctx, o->streams_use) == env->ctx->streams);
+        env->streams_use = o->streams_use;
+    }
     CHECK(ops->get_address(env->ctx, sh->addrs + (size_t)rank * TL_ADDR_MAX, &len) ==
           CHORUS_OK);
     CHECK(len > 0 && len <= TL_ADDR_MAX);
@@ -1222,7 +1230,8 @@ static size_t st_len(int t)
  * reverse order by odd ranks; every byte checked, every completion counted
  * once. Afterwards each connection has the lanes both ranks take (the fewer
  * of their CHORUS_TCP_STREAMS, read back from board), and with several
- * lanes the 5 MiB messages went over more than one.
+ * lanes the 5 MiB messages went over more than one, but over no more than
+ * the bound ops->streams set, when the test set one.
  */
 static int body_streams(rank_env_t *env)
 {
@@ -1284,7 +1293,9 @@ static int body_streams(rank_env_t *env)
     CHECK(env->completed == n);
     for (int i = 0; i < TL_TCP_STREAMS_MAX; i++)
         lanes_used += env->ctx->stats.lane_bytes[i] > 0;
-    CHECK(most == 1 ? lanes_used == 1 : lanes_used > 1);
+    if (env->streams_use > 0 && env->streams_use < most)
+        most = env->streams_use;
+    CHECK(most == 1 ? lanes_used == 1 : lanes_used > 1 && lanes_used <= most);
     /* No rank closes its connections before every rank is done with them. */
     sync_ranks(env);
     for (int i = 0; i < env->size * ST_MSGS; i++) {
@@ -1297,6 +1308,9 @@ static int body_streams(rank_env_t *env)
 TL_TEST(streams_2x8, body_streams, o.streams = "8")
 TL_TEST(streams_3x3, body_streams, o.size = 3, o.streams = "3")
 TL_TEST(streams_5x2, body_streams, o.size = 5, o.streams = "2")
+/* A tuner's bound: 8 opened, payload dealt to the first 3 only, or to the connection alone. */
+TL_TEST(streams_bound_3_of_8, body_streams, o.size = 3, o.streams = "8", o.streams_use = 3)
+TL_TEST(streams_bound_1_of_4, body_streams, o.streams = "4", o.streams_use = 1)
 /* The fewer of two settings: rank 0 takes 4, the others 2 or 1. */
 TL_TEST(streams_unequal, body_streams, o.size = 3, o.streams = "2", o.streams_0 = "4")
 TL_TEST(streams_one_side, body_streams, o.streams = "1", o.streams_0 = "8")

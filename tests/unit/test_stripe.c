@@ -76,7 +76,7 @@ static double sim_send(sim_t *s, double bytes, size_t frag, const double *later,
             return s->t - t0;
         while (dealt < bytes) {
             size_t f = bytes - dealt < (double)frag ? (size_t)(bytes - dealt) : frag;
-            int k = tl_tcp_stripe_pick(s->rate, s->backlog, s->up, s->n, f);
+            int k = tl_tcp_stripe_pick(s->rate, s->backlog, s->up, s->n, f, s->t);
 
             cr_assert(k >= 0 && k < s->n);
             if (s->unsent[k] > 0)
@@ -97,17 +97,33 @@ static double sim_send(sim_t *s, double bytes, size_t frag, const double *later,
     }
 }
 
+static const double link_600_200[2] = {600e6 / 8, 200e6 / 8};
+#define BYTES_600_200 (64.0 * MiB)
+
+/*
+ * 64 MiB over links of 600 and 200 Mbit/s, the lanes' rates as in `rates`
+ * (NULL: unmeasured) to begin with: the time over the links' ideal.
+ */
+static double send_600_200(sim_t *s, const tl_tcp_rate_t *rates)
+{
+    const double ideal = BYTES_600_200 / (link_600_200[0] + link_600_200[1]);
+
+    sim_init(s, 2, link_600_200);
+    if (rates != NULL)
+        memcpy(s->rate, rates, 2 * sizeof(rates[0]));
+    return sim_send(s, BYTES_600_200, tl_tcp_stripe_frag((uint64_t)BYTES_600_200, 2), NULL, 0,
+                    NULL) / ideal;
+}
+
 /* 600 and 200 Mbit/s: the faster link carries three quarters, and the pair finishes together. */
 Test(stripe, unequal_links_share_by_rate)
 {
-    const double link[2] = {600e6 / 8, 200e6 / 8};
-    const double bytes = 64.0 * MiB, ideal = bytes / (link[0] + link[1]);
+    const double *link = link_600_200;
+    const double bytes = BYTES_600_200;
     sim_t s;
-    double t;
+    double t = send_600_200(&s, NULL);
 
-    sim_init(&s, 2, link);
-    t = sim_send(&s, bytes, tl_tcp_stripe_frag((uint64_t)bytes, 2), NULL, 0, NULL);
-    cr_expect_lt(t, 1.05 * ideal, "%.3f s for %.3f s of links", t, ideal);
+    cr_expect_lt(t, 1.05, "%.3f of the links' time", t);
     cr_expect(fabs(s.carried[0] / bytes - 0.75) < 0.03, "fast lane carried %.3f",
               s.carried[0] / bytes);
     cr_expect(fabs(s.rate[0].rate / link[0] - 1) < 0.1 && fabs(s.rate[1].rate / link[1] - 1) < 0.1,
@@ -117,11 +133,10 @@ Test(stripe, unequal_links_share_by_rate)
 /* An equal split would take twice the slower link's time: at least 1.9x slower here. */
 Test(stripe, beats_an_equal_split)
 {
-    const double link[2] = {600e6 / 8, 200e6 / 8};
-    const double bytes = 64.0 * MiB, equal = bytes / 2 / link[1];
+    const double bytes = BYTES_600_200, equal = bytes / 2 / link_600_200[1];
     sim_t s;
 
-    sim_init(&s, 2, link);
+    sim_init(&s, 2, link_600_200);
     cr_expect_lt(sim_send(&s, bytes, 256 << 10, NULL, 0, NULL), equal / 1.9);
 }
 
@@ -159,6 +174,23 @@ Test(stripe, follows_a_change)
                  "%.3f s after the change", t - t_switch);
 }
 
+/*
+ * A lane whose rate was once measured at a tenth of its link's (a measure
+ * spoilt by an idle spell) is not starved for good: 600 and 200 Mbit/s,
+ * the slow lane believed at 20, still carries near its quarter.
+ */
+Test(stripe, recovers_from_a_low_measure)
+{
+    const tl_tcp_rate_t believed[2] = {{.rate = link_600_200[0]},
+                                       {.rate = link_600_200[1] / 10}};
+    sim_t s;
+    double t = send_600_200(&s, believed);
+
+    cr_expect_lt(t, 1.1, "%.3f of the links' time", t);
+    cr_expect_gt(s.carried[1] / BYTES_600_200, 0.2, "the slow lane carried %.3f",
+                 s.carried[1] / BYTES_600_200);
+}
+
 /* The choice itself: least time to deliver; unmeasured lanes as the fastest; lanes down skipped. */
 Test(stripe, pick)
 {
@@ -167,38 +199,81 @@ Test(stripe, pick)
     int up[3] = {1, 1, 0};
 
     /* (0 + 100) / 100 = 1 s against (200 + 100) / 300 = 1 s: the first wins a tie. */
-    cr_expect_eq(tl_tcp_stripe_pick(r, backlog, up, 3, 100), 0);
+    cr_expect_eq(tl_tcp_stripe_pick(r, backlog, up, 3, 100, 0), 0);
     backlog[1] = 150;
-    cr_expect_eq(tl_tcp_stripe_pick(r, backlog, up, 3, 100), 1);
+    cr_expect_eq(tl_tcp_stripe_pick(r, backlog, up, 3, 100, 0), 1);
     /* Lane 2 comes up unmeasured: taken at 300, with nothing queued it goes first. */
     up[2] = 1;
-    cr_expect_eq(tl_tcp_stripe_pick(r, backlog, up, 3, 100), 2);
+    cr_expect_eq(tl_tcp_stripe_pick(r, backlog, up, 3, 100, 0), 2);
     up[0] = up[1] = up[2] = 0;
-    cr_expect_eq(tl_tcp_stripe_pick(r, backlog, up, 3, 100), -1);
+    cr_expect_eq(tl_tcp_stripe_pick(r, backlog, up, 3, 100, 0), -1);
     /* None measured: the least backlog. */
     memset(r, 0, sizeof(r));
     up[0] = up[1] = up[2] = 1;
     backlog[0] = 10, backlog[1] = 5, backlog[2] = 7;
-    cr_expect_eq(tl_tcp_stripe_pick(r, backlog, up, 3, 100), 1);
+    cr_expect_eq(tl_tcp_stripe_pick(r, backlog, up, 3, 100, 0), 1);
 }
 
 /* A measure needs a backlog throughout; an idle lane keeps the rate it had. */
+#define KiB 1024u
+
 Test(stripe, rate_sample)
 {
     tl_tcp_rate_t r = {0};
 
-    r.sent = 1000;
-    tl_tcp_rate_sample(&r, 1.0, 1000);   /* starts a measure: nothing acknowledged yet */
-    tl_tcp_rate_sample(&r, 1.001, 900);  /* too soon */
+    r.sent = 1000 * KiB;
+    tl_tcp_rate_sample(&r, 1.0, 1000 * KiB);  /* starts a measure: nothing acknowledged yet */
+    tl_tcp_rate_sample(&r, 1.001, 900 * KiB); /* too soon */
     cr_expect_eq(r.rate, 0);
-    tl_tcp_rate_sample(&r, 1.01, 500);   /* 500 bytes in 10 ms */
-    cr_expect(fabs(r.rate - 50000) < 1, "%f", r.rate);
-    tl_tcp_rate_sample(&r, 2.0, 0);      /* drained: no measure, the rate stays */
-    cr_expect(fabs(r.rate - 50000) < 1);
-    r.sent += 2000;
-    tl_tcp_rate_sample(&r, 3.0, 2000);
-    tl_tcp_rate_sample(&r, 3.01, 1000);  /* 1000 bytes in 10 ms: halfway to 100000 */
-    cr_expect(fabs(r.rate - 75000) < 1, "%f", r.rate);
+    tl_tcp_rate_sample(&r, 1.01, 500 * KiB);  /* 500 KiB in 10 ms */
+    cr_expect(fabs(r.rate - 50000 * KiB) < 1, "%f", r.rate);
+    cr_expect_eq(r.fresh_t, 1.01);
+    tl_tcp_rate_sample(&r, 2.0, 0);           /* drained: no measure, the rate stays */
+    cr_expect(fabs(r.rate - 50000 * KiB) < 1);
+    r.sent += 2000 * KiB;
+    tl_tcp_rate_sample(&r, 3.0, 2000 * KiB);
+    tl_tcp_rate_sample(&r, 3.01, 1000 * KiB); /* 1000 KiB in 10 ms: halfway to 100000 KiB/s */
+    cr_expect(fabs(r.rate - 75000 * KiB) < 1, "%f", r.rate);
+    cr_expect_eq(r.fresh_t, 3.01);
+}
+
+/* A lane holding less than a fragment's worth is all but idle: nothing is measured. */
+Test(stripe, rate_sample_needs_a_busy_lane)
+{
+    tl_tcp_rate_t r = {0};
+
+    r.sent = 10 * TL_TCP_RATE_BUSY;
+    tl_tcp_rate_sample(&r, 1.0, TL_TCP_RATE_BUSY - 1);
+    tl_tcp_rate_sample(&r, 1.1, 100); /* a control frame trickling out, then idle */
+    cr_expect_eq(r.rate, 0, "%g", r.rate);
+    cr_expect_eq(r.mark_t, 0);
+    tl_tcp_rate_sample(&r, 2.0, 3 * TL_TCP_RATE_BUSY);
+    tl_tcp_rate_sample(&r, 2.5, 2 * TL_TCP_RATE_BUSY); /* busy throughout: measured */
+    cr_expect(fabs(r.rate - 2.0 * TL_TCP_RATE_BUSY) < 1, "%g", r.rate);
+}
+
+/*
+ * A rate measured long ago counts for more: doubled for every further
+ * TL_TCP_RATE_STALE, up to the fastest lane's, so a lane starved by a low
+ * measure is given fragments again.
+ */
+Test(stripe, stale_rate_counts_for_more)
+{
+    tl_tcp_rate_t r[2] = {{.rate = 1000, .fresh_t = 10.0}, {.rate = 100, .fresh_t = 10.0}};
+    uint64_t backlog[2] = {1000, 0};
+    int up[2] = {1, 1};
+    const double s = TL_TCP_RATE_STALE;
+
+    /* Fresh: (1000 + 100) / 1000 = 1.1 s against 100 / 100 = 1 s; then 1.5 s. */
+    cr_expect_eq(tl_tcp_stripe_pick(r, backlog, up, 2, 100, 10.0), 1);
+    backlog[1] = 50;
+    cr_expect_eq(tl_tcp_stripe_pick(r, backlog, up, 2, 100, 10.0 + s), 0);
+    /* Two periods further on lane 1 counts at 400: 150 / 400 s, but the fresh lane 0... */
+    r[0].fresh_t = 10.0 + 3 * s;
+    cr_expect_eq(tl_tcp_stripe_pick(r, backlog, up, 2, 100, 10.0 + 3 * s), 1);
+    /* ...is never outdone by more than its own rate: at most the fastest's. */
+    backlog[0] = 0, backlog[1] = 1;
+    cr_expect_eq(tl_tcp_stripe_pick(r, backlog, up, 2, 100, 100.0), 0);
 }
 
 /*
@@ -209,13 +284,13 @@ Test(stripe, look_measures_what_the_socket_took)
 {
     tl_tcp_rate_t r = {0};
 
-    r.sent = 10000;
-    /* The socket holds 1000 bytes; 500 more of the frame wait to be taken. */
-    cr_expect_eq(tl_tcp_stripe_look(&r, 1.0, 1000, 500), 1500);
-    /* 10 ms on: the socket took the 500 and delivered 500: 50000 B/s, not 100000. */
-    r.sent += 500;
-    cr_expect_eq(tl_tcp_stripe_look(&r, 1.01, 1000, 0), 1000);
-    cr_expect(fabs(r.rate - 50000) < 1, "%f", r.rate);
+    r.sent = 10000 * KiB;
+    /* The socket holds 1000 KiB; 500 more of the frame wait to be taken. */
+    cr_expect_eq(tl_tcp_stripe_look(&r, 1.0, 1000 * KiB, 500 * KiB), 1500 * KiB);
+    /* 10 ms on: the socket took the 500 and delivered 500: 50000 KiB/s, not 100000. */
+    r.sent += 500 * KiB;
+    cr_expect_eq(tl_tcp_stripe_look(&r, 1.01, 1000 * KiB, 0), 1000 * KiB);
+    cr_expect(fabs(r.rate - 50000 * KiB) < 1, "%f", r.rate);
 }
 
 /* A socket that says it holds more than it did while nothing was sent: a new measure, no wrap. */
@@ -223,12 +298,12 @@ Test(stripe, rate_sample_count_going_back)
 {
     tl_tcp_rate_t r = {0};
 
-    r.sent = 5000;
-    tl_tcp_rate_sample(&r, 1.0, 1000);
-    tl_tcp_rate_sample(&r, 1.01, 2000);
+    r.sent = 5000 * KiB;
+    tl_tcp_rate_sample(&r, 1.0, 1000 * KiB);
+    tl_tcp_rate_sample(&r, 1.01, 2000 * KiB);
     cr_expect_eq(r.rate, 0, "%g", r.rate);
-    tl_tcp_rate_sample(&r, 1.02, 1500); /* 500 bytes in 10 ms since the new mark */
-    cr_expect(fabs(r.rate - 50000) < 1, "%f", r.rate);
+    tl_tcp_rate_sample(&r, 1.02, 1500 * KiB); /* 500 KiB in 10 ms since the new mark */
+    cr_expect(fabs(r.rate - 50000 * KiB) < 1, "%f", r.rate);
 }
 
 /* Whole 1 MiB fragments on one lane; 64-256 KiB, at least 16 per lane, when shared. */

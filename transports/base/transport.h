@@ -143,6 +143,14 @@ typedef struct {
     void (*fail_all)(tl_ctx_t *ctx, chorus_status_t status);
     /* Connections open now (for tests and chorus-info); may be NULL. */
     int (*connections)(tl_ctx_t *ctx);
+    /*
+     * Streams per peer that payload is dealt to: use > 0 caps them at use
+     * from the next fragment on (a peer never has more than both ranks
+     * opened); use <= 0 only asks. Returns the most this rank opens per
+     * peer. Safe from any thread (a tuner's): it only sets a bound the
+     * progress thread reads. NULL: one stream per peer, always.
+     */
+    int (*streams)(tl_ctx_t *ctx, int use);
 } tl_ops_t;
 
 #define TL_ADDR_MAX 320

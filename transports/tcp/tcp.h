@@ -86,6 +86,7 @@
 #ifndef CHORUS_TL_TCP_H
 #define CHORUS_TL_TCP_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -232,6 +233,7 @@ typedef struct {
 typedef struct {
     double rate;                /* bytes per second; 0 until a first measure */
     double mark_t;              /* start of the current measure, or 0 */
+    double fresh_t;             /* when the rate was last measured */
     uint64_t mark_acked;        /* bytes acknowledged at mark_t */
     uint64_t sent;              /* bytes handed to the socket */
 } tl_tcp_rate_t;
@@ -328,6 +330,8 @@ typedef struct {
 
 /* Largest RDATA fragment: control frames may pass between fragments. */
 #define TL_TCP_FRAG_MAX (1u << 20)
+/* Smallest fragment of a payload that lanes share (tcp_stripe.c). */
+#define TL_TCP_SHARED_FRAG_MIN (64u << 10)
 /* Smallest fragment a receiver asks for. */
 #define TL_TCP_FRAG_MIN (1u << 12)
 /* Most unexpected-message buffers kept for reuse (their bytes are bounded by the window). */
@@ -339,6 +343,7 @@ struct tl_ctx {
     int listen_fd[TL_TCP_ADDRS_MAX];
     int nlisten;                /* addresses listened on (and published) */
     int streams;                /* connections per peer this rank takes */
+    atomic_int streams_use;     /* lanes fragments are dealt to, 1..streams (tl_ops_t streams) */
     int epfd;
     int timer_fd;               /* wakes progress at the next handshake deadline */
     double timer_at;            /* when it is armed to fire; 0: disarmed */
@@ -495,6 +500,12 @@ int tl_tcp_lane_read(tl_ctx_t *ctx, tl_tcp_peer_t *peer, int lane);
  * runs again). Returns completions.
  */
 int tl_tcp_lanes_write(tl_ctx_t *ctx, tl_tcp_peer_t *peer, int *moved_p);
+/*
+ * May a message of `bytes` go to peer eagerly, on the connection? Always
+ * without lanes, or when smaller than the smallest shared fragment; else
+ * when the connection would deliver it first.
+ */
+int tl_tcp_lanes_eager_ok(tl_ctx_t *ctx, tl_tcp_peer_t *peer, size_t bytes);
 /* Keep EPOLLOUT armed on lanes 1.. exactly while they have a frame to finish. */
 int tl_tcp_lanes_update_events(tl_ctx_t *ctx, tl_tcp_peer_t *peer);
 /* Close the lanes; the RDATA sends their frames belonged to fail; returns completions. */
@@ -513,12 +524,16 @@ int tl_tcp_rdata_arrived(tl_ctx_t *ctx, tl_tcp_peer_t *peer, tl_tcp_ue_t *rec, u
  * tcp_stripe.c: which lane takes the next fragment. Pure: tests/unit/ runs
  * it over simulated links.
  *
- * Rates: a measure runs while the lane's socket holds bytes (held: sent and
- * not acknowledged, or not sent yet, of what it took); once at least
- * TL_TCP_RATE_PERIOD has passed it yields acknowledged bytes over time,
- * which the rate follows by half (a few fragments' time to follow a change).
+ * Rates: a measure runs while the lane's socket holds at least
+ * TL_TCP_RATE_BUSY bytes (held: sent and not acknowledged, or not sent yet,
+ * of what it took); once at least TL_TCP_RATE_PERIOD has passed it yields
+ * acknowledged bytes over time, which the rate follows by half (a few
+ * fragments' time to follow a change).
  */
 #define TL_TCP_RATE_PERIOD 0.002
+#define TL_TCP_RATE_BUSY (64u << 10)
+/* A rate not measured for this long starts to count for more (tcp_stripe.c). */
+#define TL_TCP_RATE_STALE 0.05
 void tl_tcp_rate_sample(tl_tcp_rate_t *r, double now, uint64_t held);
 /*
  * One look at a lane before a pick: samples its rate from what its socket
@@ -527,13 +542,13 @@ void tl_tcp_rate_sample(tl_tcp_rate_t *r, double now, uint64_t held);
  */
 uint64_t tl_tcp_stripe_look(tl_tcp_rate_t *r, double now, uint64_t held, uint64_t unsent);
 /*
- * The lane, of n, that would deliver a fragment of frag bytes first: the
- * least (backlog + frag) / rate, a lane not measured yet taken at the fastest
- * measured rate (all alike when none is). up[i] says lane i may take one.
- * -1 when none may.
+ * The lane, of n, that would deliver a fragment of frag bytes first, at
+ * time now: the least (backlog + frag) / rate, a lane not measured yet taken
+ * at the fastest measured rate (all alike when none is), one measured long
+ * ago at more than it was. up[i] says lane i may take one. -1 when none may.
  */
 int tl_tcp_stripe_pick(const tl_tcp_rate_t *rates, const uint64_t *backlog, const int *up,
-                       int n, size_t frag);
+                       int n, size_t frag, double now);
 /* The fragment a receiver asks for: whole 1 MiB ones on one lane, smaller to share. */
 uint32_t tl_tcp_stripe_frag(uint64_t length, int nlanes);
 

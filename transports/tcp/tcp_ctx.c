@@ -47,7 +47,8 @@ static const chorus__config_var_t tcp_vars[] = {
      "connections to each peer (1 to 8): a payload's fragments are dealt over them by the "
      "rate each is measured to deliver at, so several streams fill a link one stream "
      "cannot, and links of unequal speed each carry their share; ranks use the fewer of "
-     "their two settings; 0: one per address of CHORUS_TCP_IFACES",
+     "their two settings; 0: one per address of CHORUS_TCP_IFACES; with CHORUS_AUTOTUNE "
+     "the training engine may use fewer of them",
      chorus__config_parse_int, offsetof(tl_tcp_config_t, streams)},
     {"CHORUS_TCP_IFACES", "",
      "comma-separated interfaces (names, or numeric addresses) to listen on and publish, "
@@ -325,6 +326,7 @@ static tl_ctx_t *tcp_ctx_alloc(const tl_ctx_params_t *params)
 static chorus_status_t tcp_slots_alloc(tl_ctx_t *ctx)
 {
     ctx->streams = ctx->cfg.streams > 0 ? ctx->cfg.streams : ctx->nlisten;
+    atomic_init(&ctx->streams_use, ctx->streams);
     ctx->in_max = (ctx->streams + 1) * (ctx->size - 1) + 8;
     ctx->in = calloc((size_t)ctx->in_max, sizeof(*ctx->in));
     if (ctx->in == NULL) {
@@ -570,6 +572,14 @@ static void tcp_ctx_destroy(tl_ctx_t *ctx)
     tcp_ctx_free(ctx);
 }
 
+static int tcp_streams(tl_ctx_t *ctx, int use)
+{
+    if (use > 0)
+        atomic_store_explicit(&ctx->streams_use, use < ctx->streams ? use : ctx->streams,
+                              memory_order_relaxed);
+    return ctx->streams;
+}
+
 const tl_ops_t tl_tcp_ops = {
     .name = "tcp",
     .query = tcp_query,
@@ -585,4 +595,5 @@ const tl_ops_t tl_tcp_ops = {
     .event_fd = tcp_event_fd,
     .fail_all = tcp_fail_all,
     .connections = tcp_connections,
+    .streams = tcp_streams,
 };

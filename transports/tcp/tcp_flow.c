@@ -448,7 +448,13 @@ static void tx_message_frame(tl_ctx_t *ctx, tl_tcp_peer_t *peer, tl_tcp_frame_t 
     f->space = req->space;
     f->tag = req->tag;
     f->length = req->capacity;
-    if (ctrl || (req->capacity <= ctx->cfg.eager_bytes && req->capacity <= peer->tx_credit)) {
+    /*
+     * Eager data travels on the connection alone: with lanes beside it, a
+     * message goes eagerly only when the connection would deliver it first,
+     * else by rendezvous, its fragments dealt to the lanes that deliver first.
+     */
+    if (ctrl || (req->capacity <= ctx->cfg.eager_bytes && req->capacity <= peer->tx_credit &&
+                 tl_tcp_lanes_eager_ok(ctx, peer, req->capacity))) {
         f->type = TL_TCP_FRAME_DATA;
         if (!ctrl) {
             peer->tx_credit -= req->capacity;

@@ -50,25 +50,33 @@ static uint64_t lane_unsent(const tl_tcp_peer_t *peer, int lane)
     return tx->busy ? sizeof(tl_tcp_hdr_t) + tx->len - tx->off : 0;
 }
 
-/* The lane the next fragment of the oldest cleared send should go to. */
-static int lane_pick(tl_tcp_peer_t *peer)
+/*
+ * The lane that would deliver frag bytes first: of the first ones the
+ * context deals to (a tuner's bound, tl_ops_t streams), those up.
+ */
+static int lane_pick(tl_ctx_t *ctx, tl_tcp_peer_t *peer, size_t frag)
 {
     tl_tcp_rate_t rates[TL_TCP_STREAMS_MAX];
     uint64_t backlog[TL_TCP_STREAMS_MAX];
     int up[TL_TCP_STREAMS_MAX];
-    const tl_req_t *req = peer->rdataq.head;
-    size_t left = req->capacity - req->offset;
+    int use = atomic_load_explicit(&ctx->streams_use, memory_order_relaxed);
     double now = chorus__now();
 
     for (int i = 0; i < peer->nlanes; i++) {
-        up[i] = lane_fd(peer, i) >= 0;
+        up[i] = lane_fd(peer, i) >= 0 && i < use;
         backlog[i] = up[i] ? tl_tcp_stripe_look(&peer->lanes[i].rate, now, lane_held(peer, i),
                                                 lane_unsent(peer, i))
                            : 0;
         rates[i] = peer->lanes[i].rate;
     }
-    return tl_tcp_stripe_pick(rates, backlog, up, peer->nlanes,
-                              left < req->frag ? left : req->frag);
+    return tl_tcp_stripe_pick(rates, backlog, up, peer->nlanes, frag, now);
+}
+
+int tl_tcp_lanes_eager_ok(tl_ctx_t *ctx, tl_tcp_peer_t *peer, size_t bytes)
+{
+    /* Less than lanes would share is not worth the rendezvous's round trip. */
+    return peer->lanes_up <= 1 || bytes < TL_TCP_SHARED_FRAG_MIN ||
+           lane_pick(ctx, peer, bytes) == 0;
 }
 
 /*
@@ -100,8 +108,12 @@ int tl_tcp_lanes_write(tl_ctx_t *ctx, tl_tcp_peer_t *peer, int *moved_p)
         }
         if (peer->rdataq.head == NULL)
             return n;
-        if (peer->deal_to < 0)
-            peer->deal_to = lane_pick(peer);
+        if (peer->deal_to < 0) {
+            const tl_req_t *req = peer->rdataq.head;
+            size_t left = req->capacity - req->offset;
+
+            peer->deal_to = lane_pick(ctx, peer, left < req->frag ? left : req->frag);
+        }
         if (peer->deal_to == 0) {
             /* The connection's writer takes it, in turn with new messages. */
             *moved_p |= !peer->tx.busy;
