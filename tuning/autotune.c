@@ -49,18 +49,37 @@ static int next_neighbour(const tune_search_t *s, int next[TUNE_DIMS], int *dim_
     return 0;
 }
 
+static double median_of_recent(const tune_search_t *s)
+{
+    double v[TUNE_WATCH_SAMPLES];
+
+    memcpy(v, s->recent, sizeof(v));
+    for (int i = 1; i < TUNE_WATCH_SAMPLES; i++)
+        for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
+            double t = v[j];
+
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+    return v[TUNE_WATCH_SAMPLES / 2];
+}
+
 static int watch(tune_search_t *s, double rate)
 {
-    if (s->reference <= 0) {
-        s->reference = rate;
+    s->recent[s->watched % TUNE_WATCH_SAMPLES] = rate;
+    s->watched++;
+    if (s->watched < TUNE_WATCH_SAMPLES)
+        return 0;
+    if (s->watched == TUNE_WATCH_SAMPLES) {
+        for (int i = 0; i < TUNE_WATCH_SAMPLES; i++)
+            s->reference += s->recent[i] / TUNE_WATCH_SAMPLES;
         return 0;
     }
-    s->drifted = fabs(rate - s->reference) > TUNE_DRIFT * s->reference ? s->drifted + 1 : 0;
-    if (s->drifted >= TUNE_DRIFT_SAMPLES) {
+    if (fabs(median_of_recent(s) - s->reference) > TUNE_DRIFT * s->reference) {
         /* The ground moved: search again, measuring from here. */
         search_begin(s);
-        s->drifted = 0;
         s->reference = 0;
+        s->watched = 0;
     }
     return 0;
 }
@@ -94,6 +113,6 @@ int tune_search_feed(tune_search_t *s, double rate)
     memcpy(s->at, s->best, sizeof(s->best));
     s->phase = TUNE_WATCH;
     s->reference = 0;
-    s->drifted = 0;
+    s->watched = 0;
     return moved;
 }

@@ -7,10 +7,13 @@
  * sizes, cycle times, streams). The search measures the current point,
  * then the unmeasured neighbours of the best point so far (one step along
  * one dimension, the direction that last paid first), until every
- * neighbour of the best is measured: it settles there and watches. When
- * the rate there moves away from what it settled on by more than
- * TUNE_DRIFT for TUNE_DRIFT_SAMPLES samples in a row (a link slowed,
- * another job started), it searches again from where it is.
+ * neighbour of the best is measured: it settles there and watches. Its
+ * reference is the mean of the first TUNE_WATCH_SAMPLES rates there; when
+ * the median of the last TUNE_WATCH_SAMPLES moves away from it by more than
+ * TUNE_DRIFT (a link slowed, another job started: TUNE_DRIFT_SAMPLES of
+ * them changed), it searches again from where it is. A median, not a run
+ * of samples in a row, so that the noise of single samples (a window holds
+ * only a few training steps) neither starts a search nor hides a shift.
  */
 #ifndef CHORUS_TUNING_AUTOTUNE_H
 #define CHORUS_TUNING_AUTOTUNE_H
@@ -18,8 +21,9 @@
 #define TUNE_DIMS 3
 #define TUNE_VALUES_MAX 8
 #define TUNE_POINTS (TUNE_VALUES_MAX * TUNE_VALUES_MAX * TUNE_VALUES_MAX)
-#define TUNE_DRIFT 0.10
+#define TUNE_DRIFT 0.20
 #define TUNE_DRIFT_SAMPLES 3
+#define TUNE_WATCH_SAMPLES (2 * TUNE_DRIFT_SAMPLES - 1)
 
 typedef enum { TUNE_SEARCH = 0, TUNE_WATCH } tune_phase_t;
 
@@ -30,8 +34,9 @@ typedef struct {
     int best[TUNE_DIMS];        /* SEARCH: the best point measured so far */
     double best_rate;
     int last_dim, last_dir;     /* the step that last found a better point */
-    double reference;           /* WATCH: the rate the point settled on gave; 0: none yet */
-    int drifted;                /* WATCH: samples in a row away from the reference */
+    double reference;           /* WATCH: the mean of its first rates; 0: not yet */
+    double recent[TUNE_WATCH_SAMPLES]; /* WATCH: the last rates, oldest overwritten */
+    int watched;                /* WATCH: rates fed since it settled */
     int samples;                /* rates fed since this search began */
     double rate[TUNE_POINTS];   /* measured in this search; < 0: not yet */
 } tune_search_t;

@@ -71,15 +71,18 @@ static int engine_settings(chorus_engine_t engine, const chorus_engine_opts_t *o
 /*
  * Every rank's word on the engine: whether its arguments were good, its
  * bucket size, which must be the same everywhere (buckets are cut alike),
- * and its autotuner's window (0: off), which must be too (samples are
- * collectives of their own).
+ * its autotuner's window (0: off), which must be too (samples are
+ * collectives of their own), and the network streams per peer it opens, of
+ * which the autotuner may use as many as the rank that opens fewest.
  */
-static chorus_status_t engine_agree(chorus_engine_t engine, int valid)
+static chorus_status_t engine_agree(chorus_engine_t engine, int valid, int *streams_p)
 {
-    enum { WORDS = 3 };
+    enum { WORDS = 4 };
     uint64_t mine[WORDS] = {(uint64_t)valid, engine->bucket_bytes,
-                            engine->tune != NULL ? (uint64_t)(engine->tune_window_s * 1e6) : 0},
+                            engine->tune != NULL ? (uint64_t)(engine->tune_window_s * 1e6) : 0,
+                            (uint64_t)engine->tune_streams},
              *all;
+    uint64_t fewest = UINT64_MAX;
     chorus_status_t status;
 
     all = malloc((size_t)engine->size * sizeof(mine));
@@ -105,8 +108,11 @@ static chorus_status_t engine_agree(chorus_engine_t engine, int valid)
                          (unsigned long long)all[2], (unsigned long long)theirs[2], r);
             status = CHORUS_ERR_INVALID_ARG;
         }
+        if (theirs[3] < fewest)
+            fewest = theirs[3];
     }
     free(all);
+    *streams_p = fewest >= 1 && fewest <= TUNE_VALUES_MAX ? (int)fewest : 1;
     return status;
 }
 
@@ -148,7 +154,7 @@ chorus_status_t chorus_engine_create(chorus_comm_t comm, const chorus_engine_opt
     chorus_engine_t engine;
     chorus_status_t status;
     char why[160] = "";
-    int valid;
+    int valid, streams = 1;
 
     if (comm == NULL) {
         chorus_error("chorus_engine_create: invalid argument comm=NULL");
@@ -175,7 +181,9 @@ chorus_status_t chorus_engine_create(chorus_comm_t comm, const chorus_engine_opt
     if (status == CHORUS_OK)
         status = chorus_comm_dup(comm, &engine->data);
     if (status == CHORUS_OK)
-        status = engine_agree(engine, valid);
+        status = engine_agree(engine, valid, &streams);
+    if (status == CHORUS_OK)
+        engine_tune_start(engine, streams);
     if (status == CHORUS_OK && engine_sync_init(engine) != 0)
         status = CHORUS_ERR_SYSTEM;
     if (status != CHORUS_OK) {

@@ -16,10 +16,12 @@ static const chorus__config_var_t engine_vars[] = {
      "chorus_engine_opts_t.cycle_ms overrides it",
      chorus__config_parse_double, offsetof(engine_config_t, cycle_ms)},
     {"CHORUS_AUTOTUNE", "0",
-     "training engine: tune the bucket size (1-64 MiB) and the cycle time (0.5-8 ms) while "
-     "it runs, from the rate its buckets move, the same on every rank (the slowest rank's "
-     "figure, agreed in the negotiation); it keeps watching and searches again when the "
-     "rate drifts by more than 10 %; every rank must use the same value",
+     "training engine: tune the bucket size (1-64 MiB), the cycle time (0.5-8 ms) and the "
+     "TCP streams per peer payload is dealt to (1 to CHORUS_TCP_STREAMS) while it runs, "
+     "from the rate its buckets move, the same on every rank (the slowest rank's figure, "
+     "agreed in the negotiation); it keeps watching and searches again when the rate "
+     "drifts by more than 20 % (the median of five windows); every rank must use the same "
+     "value",
      chorus__config_parse_bool, offsetof(engine_config_t, autotune)},
     {"CHORUS_AUTOTUNE_WINDOW_MS", "500",
      "training engine, CHORUS_AUTOTUNE: milliseconds of work per sample of the rate, long "

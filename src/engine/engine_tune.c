@@ -8,9 +8,13 @@
  * steps: a shorter one samples the bursts of one step), the slowest rank's
  * rate is a sample, fed to the same search (tuning/autotune.h) on every
  * rank: all change their bucket size and cycle time at the same cycle, and
- * buckets stay cut alike.
+ * buckets stay cut alike. The third dimension is the streams per peer the
+ * network transport deals payload to, from 1 to the fewest any rank opens
+ * (agreed when the engine is created): a bound on the transport, which takes
+ * it from its next fragment on; ranks need not switch it together.
  */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,11 +43,17 @@ static int nearest(const double *values, int n, double x)
     return best;
 }
 
-chorus_status_t engine_tune_init(chorus_engine_t engine, const engine_config_t *cfg)
+static int nearest_bucket(size_t bytes)
 {
     double buckets[NBUCKETS];
-    int n[TUNE_DIMS] = {NBUCKETS, NCYCLES, 1}, start[TUNE_DIMS] = {0, 0, 0};
 
+    for (int i = 0; i < NBUCKETS; i++)
+        buckets[i] = (double)tune_buckets[i];
+    return nearest(buckets, NBUCKETS, (double)bytes);
+}
+
+chorus_status_t engine_tune_init(chorus_engine_t engine, const engine_config_t *cfg)
+{
     if (!cfg->autotune)
         return CHORUS_OK;
     if (!(cfg->autotune_window_ms >= 1 && cfg->autotune_window_ms <= 600000)) {
@@ -54,13 +64,8 @@ chorus_status_t engine_tune_init(chorus_engine_t engine, const engine_config_t *
     engine->tune = malloc(sizeof(*engine->tune));
     if (engine->tune == NULL)
         return CHORUS_ERR_NO_MEMORY;
-    for (int i = 0; i < NBUCKETS; i++)
-        buckets[i] = (double)tune_buckets[i];
-    start[0] = nearest(buckets, NBUCKETS, (double)engine->bucket_bytes);
-    start[1] = nearest(tune_cycles_ms, NCYCLES, engine->cycle_s * 1000.0);
-    tune_search_init(engine->tune, n, start);
     engine->tune_window_s = cfg->autotune_window_ms / 1000.0;
-    engine->tune_t0 = engine->tune_mark_t = chorus__now();
+    engine->tune_streams = chorus__ctx_net_streams(engine->comm->ctx, 0);
     if (engine->rank == 0 && cfg->autotune_log.s[0] != '\0') {
         engine->tune_log = fopen(cfg->autotune_log.s, "a");
         if (engine->tune_log == NULL) {
@@ -71,13 +76,32 @@ chorus_status_t engine_tune_init(chorus_engine_t engine, const engine_config_t *
         fprintf(engine->tune_log, "cycle,seconds,bucket_bytes,cycle_ms,streams,rate,phase\n");
     }
     /* The search starts at the grid's point nearest the settings. */
-    engine->bucket_bytes = tune_buckets[start[0]];
-    engine->cycle_s = tune_cycles_ms[start[1]] / 1000.0;
+    engine->bucket_bytes = tune_buckets[nearest_bucket(engine->bucket_bytes)];
+    engine->cycle_s = tune_cycles_ms[nearest(tune_cycles_ms, NCYCLES, engine->cycle_s * 1e3)] / 1e3;
     return CHORUS_OK;
+}
+
+void engine_tune_start(chorus_engine_t engine, int streams)
+{
+    int n[TUNE_DIMS] = {NBUCKETS, NCYCLES, streams};
+    int start[TUNE_DIMS] = {nearest_bucket(engine->bucket_bytes),
+                            nearest(tune_cycles_ms, NCYCLES, engine->cycle_s * 1000.0),
+                            streams - 1};
+
+    if (engine->tune == NULL)
+        return;
+    /* All the streams opened, as without the tuner, to begin with. */
+    engine->tune_streams = streams;
+    chorus__ctx_net_streams(engine->comm->ctx, streams);
+    tune_search_init(engine->tune, n, start);
+    engine->tune_t0 = engine->tune_mark_t = chorus__now();
 }
 
 void engine_tune_free(chorus_engine_t engine)
 {
+    /* The context's other calls go back to every stream opened. */
+    if (engine->tune != NULL)
+        chorus__ctx_net_streams(engine->comm->ctx, INT_MAX);
     if (engine->tune_log != NULL)
         fclose(engine->tune_log);
     engine->tune_log = NULL;
@@ -105,18 +129,19 @@ chorus_status_t engine_tune_cycle(chorus_engine_t engine)
     if (!(agreed[1] > 0))
         return CHORUS_OK;
     if (engine->tune_log != NULL)
-        fprintf(engine->tune_log, "%llu,%.6f,%zu,%g,1,%.0f,%s\n",
+        fprintf(engine->tune_log, "%llu,%.6f,%zu,%g,%d,%.0f,%s\n",
                 (unsigned long long)engine->counters.cycles, now - engine->tune_t0,
-                tune_buckets[s->at[0]], tune_cycles_ms[s->at[1]], agreed[1],
+                tune_buckets[s->at[0]], tune_cycles_ms[s->at[1]], s->at[2] + 1, agreed[1],
                 s->phase == TUNE_SEARCH ? "search" : "watch");
     if (tune_search_feed(s, agreed[1])) {
         pthread_mutex_lock(&engine->lock);
         engine->bucket_bytes = tune_buckets[s->at[0]];
         engine->cycle_s = tune_cycles_ms[s->at[1]] / 1000.0;
         pthread_mutex_unlock(&engine->lock);
-        chorus_debug("rank %d: autotune: %s, buckets of %zu bytes every %g ms",
+        chorus__ctx_net_streams(engine->comm->ctx, s->at[2] + 1);
+        chorus_debug("rank %d: autotune: %s, buckets of %zu bytes every %g ms, %d streams",
                      engine->rank, s->phase == TUNE_SEARCH ? "trying" : "settled on",
-                     tune_buckets[s->at[0]], tune_cycles_ms[s->at[1]]);
+                     tune_buckets[s->at[0]], tune_cycles_ms[s->at[1]], s->at[2] + 1);
     }
     if (engine->tune_log != NULL)
         fflush(engine->tune_log);

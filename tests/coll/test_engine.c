@@ -269,19 +269,27 @@ Test(engine, default_buckets, .timeout = 120)
 
 #define AUTOTUNE_LOG_MAX 4096
 
+typedef struct {
+    char log[64];               /* CHORUS_AUTOTUNE_LOG */
+    int streams;                /* CHORUS_TCP_STREAMS: the most the tuner may use */
+} autotuned_arg_t;
+
 /*
  * CHORUS_AUTOTUNE with short windows: 40 rounds of 64 names, exact every
- * time while the bucket size and cycle time change under them; rank 0's log
- * has a header, samples, and more than one bucket size tried.
+ * time while the bucket size, cycle time and streams change under them;
+ * rank 0's log has a header, samples, more than one bucket size tried, and
+ * stream counts from 1 to the most opened, more than one of them when that
+ * is more than one.
  */
 static int autotuned_rank(chorus_comm_t comm, int rank, int size, void *arg)
 {
-    const char *log = arg;
+    const autotuned_arg_t *a = arg;
+    const char *log = a->log;
     chorus_engine_t engine;
     int rc = engine_with(comm, 0, &engine);
     char line[256], header[256];
     size_t sizes[AUTOTUNE_LOG_MAX];
-    int nsizes = 0, rows = 0;
+    int nsizes = 0, rows = 0, streams_seen = 0;
     FILE *f;
 
     for (int round = 0; round < 40 && rc == RC_OK; round++)
@@ -304,7 +312,8 @@ static int autotuned_rank(chorus_comm_t comm, int rank, int size, void *arg)
 
         if (sscanf(line, "%llu,%lf,%llu,%lf,%d,%lf,%15s", &cycle, &seconds, &bucket, &cycle_ms,
                    &streams, &rate, phase) != 7 || bucket < (1u << 20) || bucket > (64u << 20) ||
-            !(cycle_ms >= 0.5 && cycle_ms <= 8) || streams != 1 || !(rate > 0) ||
+            !(cycle_ms >= 0.5 && cycle_ms <= 8) || streams < 1 || streams > a->streams ||
+            !(rate > 0) ||
             (strcmp(phase, "search") != 0 && strcmp(phase, "watch") != 0)) {
             fprintf(stderr, "rank 0: autotune log line %d malformed: %s", rows + 2, line);
             rc = RC_RESULT;
@@ -313,10 +322,14 @@ static int autotuned_rank(chorus_comm_t comm, int rank, int size, void *arg)
             known |= sizes[i] == bucket;
         if (!known)
             sizes[nsizes++] = (size_t)bucket;
+        if (rc == RC_OK)
+            streams_seen |= 1 << (streams - 1);
         rows++;
     }
-    if (rc == RC_OK && (rows < 3 || nsizes < 2)) {
-        fprintf(stderr, "rank 0: autotune log: %d samples, %d bucket sizes\n", rows, nsizes);
+    if (rc == RC_OK && (rows < 3 || nsizes < 2 ||
+                        (a->streams > 1 && (streams_seen & (streams_seen - 1)) == 0))) {
+        fprintf(stderr, "rank 0: autotune log: %d samples, %d bucket sizes, streams seen %#x\n",
+                rows, nsizes, streams_seen);
         rc = RC_RESULT;
     }
     if (f != NULL)
@@ -324,22 +337,37 @@ static int autotuned_rank(chorus_comm_t comm, int rank, int size, void *arg)
     return rc;
 }
 
-Test(engine, autotuned, .timeout = 120)
+static void autotuned_run(int streams, const char *what)
 {
-    char log[] = "/tmp/chorus-autotune-XXXXXX";
-    int fd = mkstemp(log);
+    autotuned_arg_t a = {.log = "/tmp/chorus-autotune-XXXXXX", .streams = streams};
+    char streams_s[8];
+    int fd = mkstemp(a.log);
 
     cr_assert_geq(fd, 0);
     close(fd);
-    unlink(log);
+    unlink(a.log);
+    snprintf(streams_s, sizeof(streams_s), "%d", streams);
     setenv("CHORUS_AUTOTUNE", "1", 1);
     setenv("CHORUS_AUTOTUNE_WINDOW_MS", "5", 1);
-    setenv("CHORUS_AUTOTUNE_LOG", log, 1);
-    run_ranks(3, autotuned_rank, log, 100, "autotuned");
+    setenv("CHORUS_AUTOTUNE_LOG", a.log, 1);
+    setenv("CHORUS_TCP_STREAMS", streams_s, 1);
+    run_ranks(3, autotuned_rank, &a, 100, what);
     unsetenv("CHORUS_AUTOTUNE");
     unsetenv("CHORUS_AUTOTUNE_WINDOW_MS");
     unsetenv("CHORUS_AUTOTUNE_LOG");
-    unlink(log);
+    unsetenv("CHORUS_TCP_STREAMS");
+    unlink(a.log);
+}
+
+Test(engine, autotuned, .timeout = 120)
+{
+    autotuned_run(1, "autotuned");
+}
+
+/* Three TCP streams per peer opened: the tuner tries more than one count of them. */
+Test(engine, autotuned_streams, .timeout = 120)
+{
+    autotuned_run(3, "autotuned over streams");
 }
 
 /* The autotuner on some ranks only: every rank's create fails, none hangs. */

@@ -76,7 +76,10 @@ Test(autotune, converges)
     }
 }
 
-/* The surface shifts (a link slows): detected in a few samples, settled again within 20. */
+/*
+ * The surface shifts (a link slows): detected once the median of the last
+ * samples moved, TUNE_DRIFT_SAMPLES of them, and settled again within 20.
+ */
 Test(autotune, retunes_when_the_surface_shifts)
 {
     surface_t f = {{7, 5, 4}, {5.0, 1.0, 2.0}, {0.10, 0.20, 0.15}, 1e9};
@@ -106,6 +109,35 @@ Test(autotune, retunes_when_the_surface_shifts)
     steps += run_until_settled(&s, &f, 100);
     cr_expect_leq(steps, 20, "re-tuned in %d samples", steps);
     cr_expect_geq(rate_at(&f, s.at), 0.95 * best_on_grid(&f));
+}
+
+/*
+ * Settled, it keeps still through the noise of real samples: rates spread
+ * +-12 % at random around the point's (a window of a few training steps
+ * varies so) for 300 samples; with one sample in a row far off it would
+ * have searched again many times.
+ */
+Test(autotune, noise_does_not_start_a_search)
+{
+    surface_t f = {{7, 5, 2}, {3.0, 2.0, 1.0}, {0.10, 0.20, 0.15}, 1e9};
+    const int start[TUNE_DIMS] = {3, 2, 1};
+    unsigned seed = 777;
+    tune_search_t s;
+    int far = 0;
+
+    tune_search_init(&s, f.n, start);
+    run_until_settled(&s, &f, 100);
+    cr_assert_eq(s.phase, TUNE_WATCH);
+    for (int i = 0; i < 300; i++) {
+        double noise;
+
+        seed = seed * 1103515245u + 12345u;
+        noise = 0.88 + 0.24 * (double)(seed >> 8) / (double)(1u << 24);
+        far += fabs(noise - 1) > TUNE_DRIFT;
+        tune_search_feed(&s, rate_at(&f, s.at) * noise);
+        cr_assert_eq(s.phase, TUNE_WATCH, "searched again at sample %d", i);
+    }
+    cr_expect_eq(far, 0, "the noise stays within TUNE_DRIFT here");
 }
 
 /* Two searches fed the same rates make the same moves at the same samples. */
