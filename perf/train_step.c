@@ -79,6 +79,7 @@ typedef struct {
     int steps, warmup;
     double compute_ms;     /* total simulated backward compute per step */
     int shuffle;           /* engine: a random submission order per rank and step */
+    int engine_only;       /* every step runs the engine mode alone */
     int sleep;             /* compute gaps in clock_nanosleep instead of busy-waiting */
     size_t bucket_bytes;   /* chorus_engine_opts_t; 0: the library's default */
     double cycle_ms;       /* chorus_engine_opts_t; 0: the library's default */
@@ -112,6 +113,9 @@ static const char ts_usage_text[] =
     "                     default: busy-wait, which holds a core as a CPU one does\n"
     "  --shuffle          engine: each rank submits in a random order of its own,\n"
     "                     different every step (seeded by rank and step)\n"
+    "  --engine-only      run the engine mode alone, step after step (as training\n"
+    "                     does, and as CHORUS_AUTOTUNE needs to measure it); no\n"
+    "                     exposed, hidden or speedup figures\n"
     "  --bucket-bytes B   the engine's bucket size: bytes, or with K, M, G (powers of\n"
     "                     1024); 0: CHORUS_BUCKET_BYTES or its default (default 0)\n"
     "  --cycle-ms MS      the engine's negotiation period; 0: CHORUS_CYCLE_MS or its\n"
@@ -166,7 +170,8 @@ static int ts_parse_ms(const char *text, double max, double *v_p)
 }
 
 enum { TS_OPT_STEPS = 256, TS_OPT_WARMUP, TS_OPT_COMPUTE, TS_OPT_SLEEP, TS_OPT_SHUFFLE,
-       TS_OPT_BUCKET, TS_OPT_CYCLE, TS_OPT_UNIFORM, TS_OPT_JSON, TS_OPT_VERSION };
+       TS_OPT_ENGINE_ONLY, TS_OPT_BUCKET, TS_OPT_CYCLE, TS_OPT_UNIFORM, TS_OPT_JSON,
+       TS_OPT_VERSION };
 
 static const struct option ts_long_opts[] = {
     {"steps", required_argument, NULL, TS_OPT_STEPS},
@@ -174,6 +179,7 @@ static const struct option ts_long_opts[] = {
     {"compute-ms", required_argument, NULL, TS_OPT_COMPUTE},
     {"sleep", no_argument, NULL, TS_OPT_SLEEP},
     {"shuffle", no_argument, NULL, TS_OPT_SHUFFLE},
+    {"engine-only", no_argument, NULL, TS_OPT_ENGINE_ONLY},
     {"bucket-bytes", required_argument, NULL, TS_OPT_BUCKET},
     {"cycle-ms", required_argument, NULL, TS_OPT_CYCLE},
     {"uniform", required_argument, NULL, TS_OPT_UNIFORM},
@@ -224,6 +230,7 @@ static int ts_opts_set(ts_opts_t *o, int opt, const char *v, char *err, size_t e
     case TS_OPT_JSON: o->json_path = v; break;
     case TS_OPT_SLEEP: o->sleep = 1; break;
     case TS_OPT_SHUFFLE: o->shuffle = 1; break;
+    case TS_OPT_ENGINE_ONLY: o->engine_only = 1; break;
     case TS_OPT_VERSION: o->version = 1; break;
     case 'h': o->help = 1; break;
     default:
@@ -697,6 +704,12 @@ static double ts_time_mode(ts_ctx_t *c, ts_mode_t m, int step)
     return res[0];
 }
 
+/* The modes a step runs: the first this many (the engine's is the first). */
+static int ts_nmodes(const ts_opts_t *o)
+{
+    return o->engine_only ? 1 : TS_MODES;
+}
+
 /* Warmup, then the timed steps, each running every mode in turn; -1 on wrong results. */
 static int ts_run_steps(ts_ctx_t *c)
 {
@@ -704,7 +717,7 @@ static int ts_run_steps(ts_ctx_t *c)
 
     for (int s = -o->warmup; s < o->steps; s++) {
         ts_order_step(c, s + o->warmup);
-        for (int m = 0; m < TS_MODES; m++) {
+        for (int m = 0; m < ts_nmodes(o); m++) {
             double t = ts_time_mode(c, (ts_mode_t)m, s + o->warmup);
 
             if (t < 0)
@@ -746,7 +759,8 @@ static ts_stat_t ts_stat(const double *v, int n, double *scratch)
 
 static void ts_summarize(ts_ctx_t *c, ts_summary_t *sum)
 {
-    for (int m = 0; m < TS_MODES; m++)
+    memset(sum, 0, sizeof(*sum));
+    for (int m = 0; m < ts_nmodes(c->opts); m++)
         sum->mode[m] = ts_stat(c->times_s + m * c->opts->steps, c->opts->steps, c->scratch_s);
 }
 
@@ -764,9 +778,10 @@ static double ts_hidden(const ts_summary_t *sum, ts_mode_t m)
     return (fused - ts_exposed(sum, m)) / fused;
 }
 
-static int ts_has_overlap(ts_mode_t m)
+/* Whether m has exposed and hidden figures: it computes and communicates, and they ran. */
+static int ts_has_overlap(const ts_opts_t *o, ts_mode_t m)
 {
-    return ts_modes[m].computes && ts_modes[m].communicates;
+    return ts_modes[m].computes && ts_modes[m].communicates && !o->engine_only;
 }
 
 /* compute-only + fused-only: a step that overlaps nothing and fuses everything. */
@@ -826,8 +841,9 @@ static void ts_print_heading(ts_ctx_t *c)
     printf("# engine: bucket_bytes %zu%s, cycle_ms %g%s\n", o->bucket_bytes,
            o->bucket_bytes ? "" : " (CHORUS_BUCKET_BYTES or default)", o->cycle_ms,
            o->cycle_ms > 0 ? "" : " (CHORUS_CYCLE_MS or default)");
-    printf("# %d steps after %d warmup, the modes in turn in each; a step's time is the "
-           "slowest rank's\n", o->steps, o->warmup);
+    printf("# %d steps after %d warmup, %s; a step's time is the slowest rank's\n", o->steps,
+           o->warmup, o->engine_only ? "the engine alone in each (--engine-only)"
+                                     : "the modes in turn in each");
     fflush(stdout);
 }
 
@@ -837,16 +853,21 @@ static void ts_print_results(const ts_ctx_t *c, const ts_summary_t *sum)
 
     printf("#\n# %-14s %10s %10s %10s %11s %8s\n", "mode", "median_ms", "min_ms", "max_ms",
            "exposed_ms", "hidden");
-    for (int m = 0; m < TS_MODES; m++) {
+    for (int m = 0; m < ts_nmodes(c->opts); m++) {
         const ts_stat_t *s = &sum->mode[m];
 
         printf("  %-14s %10.2f %10.2f %10.2f", ts_modes[m].name, s->median * 1e3,
                s->min * 1e3, s->max * 1e3);
-        if (ts_has_overlap((ts_mode_t)m))
+        if (ts_has_overlap(c->opts, (ts_mode_t)m))
             printf(" %11.2f %7.1f%%\n", ts_exposed(sum, (ts_mode_t)m) * 1e3,
                    ts_hidden(sum, (ts_mode_t)m) * 100);
         else
             printf(" %11s %8s\n", "-", "-");
+    }
+    if (c->opts->engine_only) {
+        printf("# results exact on every rank: the engine x %d steps checked, warmup "
+               "included\n", c->opts->steps + c->opts->warmup);
+        return;
     }
     printf("#\n# exposed = step - compute-only; hidden = (compute-only + fused-only - step) "
            "/ fused-only (medians)\n");
@@ -881,7 +902,7 @@ static void ts_json_mode(FILE *f, const ts_ctx_t *c, const ts_summary_t *sum, ts
 
     fprintf(f, "    {\"mode\": \"%s\", \"median_ms\": %.4f, \"min_ms\": %.4f, "
             "\"max_ms\": %.4f", ts_modes[m].name, s->median * 1e3, s->min * 1e3, s->max * 1e3);
-    if (ts_has_overlap(m))
+    if (ts_has_overlap(c->opts, m))
         fprintf(f, ", \"exposed_ms\": %.4f, \"hidden\": %.4f", ts_exposed(sum, m) * 1e3,
                 ts_hidden(sum, m));
     else
@@ -909,9 +930,10 @@ static int ts_write_json(const ts_ctx_t *c, const ts_summary_t *sum)
     fprintf(f, "  \"model\": \"%s\", \"tensors\": %d, \"elements\": %zu, "
             "\"dtype\": \"float32\",\n", ts_model_name(o), c->model.n, c->model.elems);
     fprintf(f, "  \"steps\": %d, \"warmup\": %d, \"compute_ms\": %g, \"compute\": \"%s\", "
-            "\"shuffle\": %s, \"bucket_bytes\": %zu, \"cycle_ms\": %g,\n", o->steps, o->warmup,
-            o->compute_ms, o->sleep ? "sleep" : "busy-wait", o->shuffle ? "true" : "false",
-            o->bucket_bytes, o->cycle_ms);
+            "\"shuffle\": %s, \"engine_only\": %s, \"bucket_bytes\": %zu, \"cycle_ms\": %g,\n",
+            o->steps, o->warmup, o->compute_ms, o->sleep ? "sleep" : "busy-wait",
+            o->shuffle ? "true" : "false", o->engine_only ? "true" : "false", o->bucket_bytes,
+            o->cycle_ms);
     fprintf(f, "  \"definitions\": {\n"
             "    \"step_ms\": \"the slowest rank's time per step; median, min, max over steps\",\n"
             "    \"exposed_ms\": \"step - compute-only (medians)\",\n"
@@ -919,9 +941,14 @@ static int ts_write_json(const ts_ctx_t *c, const ts_summary_t *sum)
             "    \"no_overlap_ms\": \"compute-only + fused-only (medians)\",\n"
             "    \"engine_speedup\": \"the other's median step / the engine's\"\n"
             "  },\n  \"modes\": [\n");
-    for (int m = 0; m < TS_MODES; m++) {
+    for (int m = 0; m < ts_nmodes(o); m++) {
         ts_json_mode(f, c, sum, (ts_mode_t)m, c->times_s + m * o->steps);
-        fprintf(f, "%s\n", m + 1 < TS_MODES ? "," : "");
+        fprintf(f, "%s\n", m + 1 < ts_nmodes(o) ? "," : "");
+    }
+    if (o->engine_only) {
+        fprintf(f, "  ],\n  \"no_overlap_ms\": null,\n  \"engine_speedup\": null,\n"
+                "  \"wrong\": 0\n}\n");
+        return ferror(f) ? -1 : 0;
     }
     fprintf(f, "  ],\n  \"no_overlap_ms\": %.4f,\n", ts_no_overlap_s(sum) * 1e3);
     fprintf(f, "  \"engine_speedup\": {\"per-tensor\": %.4f, \"fused-after\": %.4f, "
