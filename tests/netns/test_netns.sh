@@ -286,6 +286,20 @@ check "two links per node, --harness: switch ports p0, p1 at 200Mbit, q0, q1 at 
     [ "$(grep -cE 'qdisc tbf .* dev (p[01] .* rate 200|q[01] .* rate 100)Mbit ' "$TMP/out")" -eq 4 ]
 [ "$rc" -eq 0 ] || tail -n 20 "$TMP/out"
 clean "two links per node with --harness"
+# --change: a second after the start, both ends of both links take the new rates.
+# shellcheck disable=SC2016 # expanded by the harness command's shell
+"$TB" --nodes 2 --rates 200mbit,100mbit --change 1:50mbit,20mbit --timeout 30 --harness -- \
+    sh -c 'sleep 2.5; for ns in "${CHORUS_TEST_NETNS%%-n0,*}-sw" ${CHORUS_TEST_NETNS%%,*}; do
+               tc -n "$ns" qdisc show; done' > "$TMP/out" 2>&1
+rc=$?
+check "--change: exits 0 (got $rc)" [ "$rc" -eq 0 ]
+check "--change: says when and what" \
+    grep -qx 'testbed: after 1 s: eth0 at 50mbit, eth1 at 20mbit' "$TMP/out"
+check "--change: p0, p1 and node 0's eth0 at 50Mbit, q0, q1 and its eth1 at 20Mbit" \
+    [ "$(grep -cE 'qdisc tbf .* dev ((p[01]|eth0) .* rate 50|(q[01]|eth1) .* rate 20)Mbit ' \
+         "$TMP/out")" -eq 6 ]
+[ "$rc" -eq 0 ] || tail -n 20 "$TMP/out"
+clean "--change"
 
 # chorus over two links: with CHORUS_TCP_IFACES=eth0,eth1 (the test bed's) each
 # peer gets a stream per link, and payload goes over both, the faster carrying
@@ -514,7 +528,9 @@ clean "--cleanup"
 
 # Usage errors are refused before anything is created.
 for bad in "--nodes 5" "--nodes 1" "--rate fast" "--ranks-per-node 2,2,2" "--timeout 0" \
-    "--rate 1gbit --rates 200mbit,100mbit" "--rates 200mbit" "--rates 200mbit,fast"; do
+    "--rate 1gbit --rates 200mbit,100mbit" "--rates 200mbit" "--rates 200mbit,fast" \
+    "--change 1:50mbit" "--rate 1gbit --change 1:x" "--rate 1gbit --change 1:5mbit,2mbit" \
+    "--rates 200mbit,100mbit --change 1:50mbit" "--rate 1gbit --change soon:5mbit"; do
     # shellcheck disable=SC2086
     "$TB" $bad -- true > /dev/null 2>&1
     rc=$?

@@ -31,6 +31,10 @@
 #                       at R1 and eth1 at R2 as --rate does (not with --rate);
 #                       every rank gets CHORUS_TCP_IFACES=eth0,eth1, so that
 #                       chorus publishes both addresses
+#   --change S:RATE     S seconds after the ranks start, shape every link at
+#                       RATE instead (tc qdisc change on both of its ends), as
+#                       a link that slows down or speeds up mid-run; with
+#                       --rates, S:R1,R2 (with --rate or --rates only)
 #   --build DIR         a chorus build directory: COMMAND is looked up in
 #                       DIR/perf and DIR/src/tools before PATH
 #   --timeout S         kill everything after S seconds (default 300)
@@ -75,6 +79,10 @@ PER_NODE=1
 RATE=
 RATES=
 RATE2=
+CHANGE=
+CHANGE_AT=
+CHANGE_RATE=
+CHANGE_RATE2=
 LINKS=1
 IFACES=
 SHAPED=
@@ -91,7 +99,8 @@ die() { echo "testbed: $*" >&2; exit 1; }
 usage() {
     echo "testbed: $*" >&2
     echo "usage: testbed.sh [--nodes N] [--ranks-per-node K] [--cyclic]" \
-        "[--rate RATE|--rates R1,R2] [--build DIR] [--timeout S] [--quiet] [--harness]" \
+        "[--rate RATE|--rates R1,R2] [--change S:RATE[,R2]] [--build DIR] [--timeout S]" \
+        "[--quiet] [--harness]" \
         "-- COMMAND ARGS... | --cleanup" >&2
     exit 2
 }
@@ -176,15 +185,29 @@ rate_bytes() {
     esac
 }
 
-# tbf at rate $3 on the egress of $2 in namespace $1. The bucket holds 10 ms at
-# the rate, and at least 128 KiB so that one segmentation-offload packet always fits.
+# tbf at rate $3 on the egress of $2 in namespace $1 (with $4 = change: the
+# tbf there now takes that rate). The bucket holds 10 ms at the rate, and at
+# least 128 KiB so that one segmentation-offload packet always fits.
 shape() {
-    local bps burst
+    local bps burst verb=${4:-add}
     bps=$(rate_bytes "$3")
     burst=$((bps / 100))
     [ "$burst" -ge 131072 ] || burst=131072
-    ip netns exec "$1" tc qdisc add dev "$2" root tbf rate "$3" burst "$burst" \
-        latency 100ms || die "cannot add tbf rate $3 on $2 in $1"
+    ip netns exec "$1" tc qdisc "$verb" dev "$2" root tbf rate "$3" burst "$burst" \
+        latency 100ms || die "cannot $verb tbf rate $3 on $2 in $1"
+}
+
+# --change: every link, both ends, at the new rates.
+reshape() {
+    local n
+    for ((n = 0; n < NODES; n++)); do
+        shape "$SWITCH" "p$n" "$CHANGE_RATE" change
+        shape "$ID-n$n" eth0 "$CHANGE_RATE" change
+        [ "$LINKS" -eq 1 ] && continue
+        shape "$SWITCH" "q$n" "$CHANGE_RATE2" change
+        shape "$ID-n$n" eth1 "$CHANGE_RATE2" change
+    done
+    echo "testbed: after $CHANGE_AT s: eth0 at $CHANGE_RATE${CHANGE_RATE2:+, eth1 at $CHANGE_RATE2}" >&2
 }
 
 setup_switch() {
@@ -242,9 +265,14 @@ resolve() {
 # Wait for PIDS until all ended or the deadline; set RCS. After the first
 # failure the others get 30 s more to report it (chorus fails them at once).
 wait_all() {
-    local deadline=$((SECONDS + TIMEOUT)) left=${#PIDS[@]} i
+    local deadline=$((SECONDS + TIMEOUT)) left=${#PIDS[@]} i change_at=
+    [ -z "$CHANGE" ] || change_at=$((SECONDS + CHANGE_AT))
     RCS=()
     while [ "$left" -gt 0 ]; do
+        if [ -n "$change_at" ] && [ "$SECONDS" -ge "$change_at" ]; then
+            reshape
+            change_at=
+        fi
         for i in "${!PIDS[@]}"; do
             [ -z "${RCS[$i]:-}" ] || continue
             kill -0 "${PIDS[$i]}" 2>/dev/null && continue
@@ -336,6 +364,7 @@ parse_args() {
             --ranks-per-node) PER_NODE=${2:-}; shift ;;
             --rate) RATE=${2:-}; RATE_OPT=1; shift ;;
             --rates) RATES=${2:-}; RATES_OPT=1; shift ;;
+            --change) CHANGE=${2:-}; shift ;;
             --build) BUILD=${2:-}; shift ;;
             --timeout) TIMEOUT=${2:-}; shift ;;
             --quiet) QUIET=1 ;;
@@ -356,7 +385,29 @@ parse_args() {
         usage "--rate and --rates exclude each other"
     [ "$RATES_OPT" -eq 0 ] || parse_rates
     [ -z "$RATE" ] || [ -n "$SHAPED" ] || SHAPED="links at $RATE"
+    [ -z "$CHANGE" ] || parse_change
     parse_counts
+}
+
+# --change S:RATE or S:R1,R2 into CHANGE_AT, CHANGE_RATE and CHANGE_RATE2, a
+# rate for each link there is.
+parse_change() {
+    local r
+    [ -n "$RATE" ] || usage "--change needs shaped links (--rate or --rates)"
+    [[ "$CHANGE" =~ ^([0-9]+):([^,]+)(,([^,]+))?$ ]] ||
+        usage "--change '$CHANGE' is not S:RATE or S:R1,R2"
+    CHANGE_AT=${BASH_REMATCH[1]}
+    CHANGE_RATE=${BASH_REMATCH[2]}
+    CHANGE_RATE2=${BASH_REMATCH[4]}
+    if [ "$LINKS" -eq 2 ] && [ -z "$CHANGE_RATE2" ]; then
+        usage "--change '$CHANGE': two links (--rates) need two rates, S:R1,R2"
+    fi
+    if [ "$LINKS" -eq 1 ] && [ -n "$CHANGE_RATE2" ]; then
+        usage "--change '$CHANGE': one link (--rate) takes one rate, S:RATE"
+    fi
+    for r in "$CHANGE_RATE" ${CHANGE_RATE2:+"$CHANGE_RATE2"}; do
+        rate_bytes "$r" > /dev/null || usage "invalid rate '$r' in --change '$CHANGE'"
+    done
 }
 
 # --rates R1,R2 as the rates of eth0 (RATE) and eth1 (RATE2), each checked as
