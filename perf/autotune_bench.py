@@ -72,6 +72,10 @@ def parse_args(argv):
     p.add_argument("--budget", type=int, default=20,
                    help="samples before the change, steps after it, the target allows")
     p.add_argument("--out", default="autotune-bench", help="folder for what is measured")
+    p.add_argument("--grids-from", metavar="DIR",
+                   help="take both grids from an earlier run's DIR (its grid-before.csv and "
+                        "grid-after.csv, measured at the same rates, model and streams) and "
+                        "run the autotuner alone")
     a = p.parse_args(argv)
     if not os.access(a.train_step, os.X_OK):
         p.error("--train-step %s is not an executable" % a.train_step)
@@ -119,6 +123,17 @@ def grid(a, rates, path):
     return result
 
 
+def read_grid(a, path):
+    """A grid written by grid(); it must hold every point of this run's grid."""
+    with open(path, newline="") as f:
+        result = {(int(r["bucket_mib"]), float(r["cycle_ms"]), int(r["streams"])):
+                  float(r["median_step_ms"]) for r in csv.DictReader(f)}
+    want = {(b, c, s) for s in range(1, a.streams + 1) for b in BUCKETS_MIB for c in CYCLES_MS}
+    if set(result) != want:
+        raise ValueError("%s is not a grid of %d streams" % (path, a.streams))
+    return result
+
+
 def read_log(path):
     with open(path, newline="") as f:
         return [{"t": float(r["seconds"]),
@@ -155,8 +170,12 @@ def main(argv):
     os.makedirs(a.out, exist_ok=True)
     t0 = time.time()
     try:
-        before = grid(a, a.rates, os.path.join(a.out, "grid-before.csv"))
-        after = grid(a, a.change_to, os.path.join(a.out, "grid-after.csv"))
+        if a.grids_from:
+            before = read_grid(a, os.path.join(a.grids_from, "grid-before.csv"))
+            after = read_grid(a, os.path.join(a.grids_from, "grid-after.csv"))
+        else:
+            before = grid(a, a.rates, os.path.join(a.out, "grid-before.csv"))
+            after = grid(a, a.change_to, os.path.join(a.out, "grid-after.csv"))
         # The run: long enough for the change and a re-tune, at the slowest grid point's pace.
         seconds = a.tune_seconds or 2.5 * a.change_at
         steps = int(seconds * 1000 / min(min(before.values()), min(after.values()))) + 1
