@@ -144,7 +144,6 @@ struct chorus_engine {
     /* CHORUS_AUTOTUNE (engine_tune.c): the engine thread's only */
     tune_search_t *tune;        /* NULL: off */
     double tune_window_s;       /* seconds per sample, at least */
-    int tune_streams;           /* network streams per peer: this rank's, then the fewest */
     uint64_t tune_mark_bytes;   /* counters.bucket_bytes at the last sample */
     double tune_mark_t;
     double tune_t0;
@@ -208,9 +207,12 @@ void engine_sub_finish(engine_sub_t *sub, chorus_status_t status);
 
 /* ---- the autotuner (engine_tune.c) ----------------------------------------- */
 
-/* Ready tuning when cfg asks for it: bucket size and cycle move to the grid. */
+/* Ready tuning when cfg asks for it (its settings checked, its log opened). */
 chorus_status_t engine_tune_init(chorus_engine_t engine, const engine_config_t *cfg);
-/* Start the search, once the ranks agreed on the fewest network streams any opens. */
+/*
+ * Start the search, once the ranks agreed on the fewest network streams any
+ * opens: bucket size and cycle move to the grid's point nearest them.
+ */
 void engine_tune_start(chorus_engine_t engine, int streams);
 /* After each cycle, on the engine thread: a sample once every rank's window is over. */
 chorus_status_t engine_tune_cycle(chorus_engine_t engine);

@@ -80,7 +80,7 @@ static chorus_status_t engine_agree(chorus_engine_t engine, int valid, int *stre
     enum { WORDS = 4 };
     uint64_t mine[WORDS] = {(uint64_t)valid, engine->bucket_bytes,
                             engine->tune != NULL ? (uint64_t)(engine->tune_window_s * 1e6) : 0,
-                            (uint64_t)engine->tune_streams},
+                            (uint64_t)chorus__ctx_net_streams(engine->comm->ctx, 0)},
              *all;
     uint64_t fewest = UINT64_MAX;
     chorus_status_t status;

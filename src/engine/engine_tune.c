@@ -65,7 +65,6 @@ chorus_status_t engine_tune_init(chorus_engine_t engine, const engine_config_t *
     if (engine->tune == NULL)
         return CHORUS_ERR_NO_MEMORY;
     engine->tune_window_s = cfg->autotune_window_ms / 1000.0;
-    engine->tune_streams = chorus__ctx_net_streams(engine->comm->ctx, 0);
     if (engine->rank == 0 && cfg->autotune_log.s[0] != '\0') {
         engine->tune_log = fopen(cfg->autotune_log.s, "a");
         if (engine->tune_log == NULL) {
@@ -75,9 +74,6 @@ chorus_status_t engine_tune_init(chorus_engine_t engine, const engine_config_t *
         }
         fprintf(engine->tune_log, "cycle,seconds,bucket_bytes,cycle_ms,streams,rate,phase\n");
     }
-    /* The search starts at the grid's point nearest the settings. */
-    engine->bucket_bytes = tune_buckets[nearest_bucket(engine->bucket_bytes)];
-    engine->cycle_s = tune_cycles_ms[nearest(tune_cycles_ms, NCYCLES, engine->cycle_s * 1e3)] / 1e3;
     return CHORUS_OK;
 }
 
@@ -90,8 +86,9 @@ void engine_tune_start(chorus_engine_t engine, int streams)
 
     if (engine->tune == NULL)
         return;
-    /* All the streams opened, as without the tuner, to begin with. */
-    engine->tune_streams = streams;
+    /* The grid's point nearest the settings, with all the streams opened, as without it. */
+    engine->bucket_bytes = tune_buckets[start[0]];
+    engine->cycle_s = tune_cycles_ms[start[1]] / 1000.0;
     chorus__ctx_net_streams(engine->comm->ctx, streams);
     tune_search_init(engine->tune, n, start);
     engine->tune_t0 = engine->tune_mark_t = chorus__now();
