@@ -64,10 +64,12 @@ def parse_args(argv):
     p.add_argument("--model", default="200:64K", help="chorus-train-step --uniform N:BYTES")
     p.add_argument("--compute-ms", type=float, default=50)
     p.add_argument("--grid-steps", type=int, default=6, help="timed steps per grid point")
-    p.add_argument("--window-ms", type=float, default=1000,
-                   help="CHORUS_AUTOTUNE_WINDOW_MS (a few steps)")
+    p.add_argument("--window-ms", type=float, default=500,
+                   help="CHORUS_AUTOTUNE_WINDOW_MS: a sample is the whole steps that end "
+                        "after at least this (default 500, the engine's)")
     p.add_argument("--tune-seconds", type=float, default=0,
-                   help="length of the autotuner's run (default: 2.5 x --change-at)")
+                   help="length of the autotuner's run at the grids' best step times "
+                        "(default: 2.5 x --change-at)")
     p.add_argument("--within", type=float, default=0.05)
     p.add_argument("--budget", type=int, default=20,
                    help="samples before the change, steps after it, the target allows")
@@ -81,6 +83,8 @@ def parse_args(argv):
         p.error("--train-step %s is not an executable" % a.train_step)
     if not 1 <= a.streams <= 8 or a.change_at < 5 or a.grid_steps < 3:
         p.error("--streams 1..8, --change-at >= 5, --grid-steps >= 3")
+    if a.tune_seconds and a.tune_seconds <= a.change_at:
+        p.error("--tune-seconds must be longer than --change-at")
     return a
 
 
@@ -176,9 +180,11 @@ def main(argv):
         else:
             before = grid(a, a.rates, os.path.join(a.out, "grid-before.csv"))
             after = grid(a, a.change_to, os.path.join(a.out, "grid-after.csv"))
-        # The run: long enough for the change and a re-tune, at the slowest grid point's pace.
+        # The run: about `seconds` long if every step took the best grid point's time, before
+        # the change and after it (the steps end the run, not a clock).
         seconds = a.tune_seconds or 2.5 * a.change_at
-        steps = int(seconds * 1000 / min(min(before.values()), min(after.values()))) + 1
+        steps = int(a.change_at * 1000 / min(before.values()) +
+                    (seconds - a.change_at) * 1000 / min(after.values())) + 1
         log = os.path.join(a.out, "autotune-log.csv")
         if os.path.exists(log):
             os.remove(log)

@@ -83,8 +83,13 @@ void chorus__trace_fault(chorus__ctx_t *ctx, uint32_t tid, const char *what, con
     chorus__trace_flush(ctx->trace);
 }
 
+void chorus__trace_note(chorus_comm_t comm, const char *cat, const char *name,
+                        const char *text)
+{
+    chorus__trace_instant(comm->ctx->trace, comm->space, cat, name, chorus__now(), text);
+}
+
 void chorus__trace_stall(chorus_comm_t comm, const char *text)
 {
-    chorus__trace_instant(comm->ctx->trace, comm->space, "stall", "stall report",
-                          chorus__now(), text);
+    chorus__trace_note(comm, "stall", "stall report", text);
 }

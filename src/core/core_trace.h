@@ -1,6 +1,7 @@
 /*
  * What the core adds to the trace (CHORUS_TRACE, util/trace.h): a slice per
- * call, instants for faults and stall reports, the clock point of the first
+ * call, instants for faults, stall reports and the notes of the layers
+ * above (the autotuner's moves), the clock point of the first
  * communicator's creation. Each track (tid) is a communicator's space, so
  * the calls of one communicator follow each other on one line.
  */
@@ -28,6 +29,10 @@ void chorus__trace_call(chorus_comm_t comm, const char *call, const coll_args_t 
 
 /* A fault or error of ctx (what: "fault", "timeout", "abort"): an instant, then the file. */
 void chorus__trace_fault(chorus__ctx_t *ctx, uint32_t tid, const char *what, const char *msg);
+
+/* An instant on comm's track, of category cat, with text as its message (trace on). */
+void chorus__trace_note(chorus_comm_t comm, const char *cat, const char *name,
+                        const char *text);
 
 /* A stall report's text, as an instant on comm's track. */
 void chorus__trace_stall(chorus_comm_t comm, const char *text);

@@ -85,6 +85,7 @@ struct engine_name {
     int round_done;             /* the round so described went into a bucket on every rank:
                                    the next round may be described anew */
     uint64_t conflict_merge;    /* the merge in which it last conflicted (0: never) */
+    uint64_t tune_round;        /* the autotuner's training round it last went in (0: none) */
     engine_sub_t *pending;      /* this rank's submission not yet in a bucket */
     uint32_t owed_failures;     /* submissions to come here that already failed elsewhere */
     struct engine_name *hash_next;
@@ -144,7 +145,12 @@ struct chorus_engine {
     /* CHORUS_AUTOTUNE (engine_tune.c): the engine thread's only */
     tune_search_t *tune;        /* NULL: off */
     double tune_window_s;       /* seconds per sample, at least */
-    uint64_t tune_mark_bytes;   /* counters.bucket_bytes at the last sample */
+    uint64_t tune_round;        /* training rounds begun: a name taken again starts one */
+    uint64_t tune_round_seen;   /* tune_round at the last look */
+    uint64_t tune_mark_round;   /* tune_round at the last sample */
+    uint64_t tune_taken_bytes;  /* bytes of every name taken into a bucket */
+    uint64_t tune_round_bytes;  /* tune_taken_bytes when this round began */
+    uint64_t tune_mark_bytes;   /* the bytes the last sample counted to */
     double tune_mark_t;
     double tune_t0;
     FILE *tune_log;             /* rank 0, CHORUS_AUTOTUNE_LOG */
@@ -214,6 +220,8 @@ chorus_status_t engine_tune_init(chorus_engine_t engine, const engine_config_t *
  * opens: bucket size and cycle move to the grid's point nearest them.
  */
 void engine_tune_start(chorus_engine_t engine, int streams);
+/* e, of bytes, goes into a bucket on every rank in this cycle (engine lock held). */
+void engine_tune_taken(chorus_engine_t engine, engine_name_t *e, size_t bytes);
 /* After each cycle, on the engine thread: a sample once every rank's window is over. */
 chorus_status_t engine_tune_cycle(chorus_engine_t engine);
 void engine_tune_free(chorus_engine_t engine);

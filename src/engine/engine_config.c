@@ -24,13 +24,16 @@ static const chorus__config_var_t engine_vars[] = {
      "value",
      chorus__config_parse_bool, offsetof(engine_config_t, autotune)},
     {"CHORUS_AUTOTUNE_WINDOW_MS", "500",
-     "training engine, CHORUS_AUTOTUNE: milliseconds of work per sample of the rate, long "
-     "enough to span a few training steps; every rank must use the same value",
+     "training engine, CHORUS_AUTOTUNE: milliseconds of work per sample of the rate, at "
+     "least; a sample ends when a training round begins (a tensor's name submitted again), "
+     "so it holds whole steps, or after four windows of work without one; every rank must "
+     "use the same value",
      chorus__config_parse_double, offsetof(engine_config_t, autotune_window_ms)},
     {"CHORUS_AUTOTUNE_LOG", "",
      "training engine, CHORUS_AUTOTUNE: rank 0 appends every sample to this CSV file "
-     "(cycle, seconds, bucket bytes, cycle ms, streams, agreed rate in bytes/s, phase); "
-     "perf/autotune_plot.py draws it",
+     "(cycle, seconds, bucket bytes, cycle ms, streams, agreed rate in bytes/s, phase, "
+     "rounds the sample holds); every move is also an instant of the CHORUS_TRACE timeline; "
+     "perf/autotune_plot.py draws the log",
      chorus__config_parse_string, offsetof(engine_config_t, autotune_log)},
 };
 

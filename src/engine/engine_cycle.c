@@ -255,13 +255,16 @@ static chorus_status_t cycle_take_ready(chorus_engine_t engine, const cycle_t *c
     n = 0;
     for (size_t id = 0; id < c->nids; id++) {
         engine_name_t *e = engine->names.by_id[id];
+        size_t bytes;
 
         if (!and[id])
             continue;
         ready[n++] = e->pending;
-        engine->ready_bytes -= engine_desc_bytes(&e->pending->desc, engine->size);
+        bytes = engine_desc_bytes(&e->pending->desc, engine->size);
+        engine->ready_bytes -= bytes;
         e->pending = NULL;
         e->round_done = 1;      /* every rank takes it in this cycle */
+        engine_tune_taken(engine, e, bytes);
     }
     *ready_p = ready;
     *n_p = n;

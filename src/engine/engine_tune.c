@@ -1,17 +1,26 @@
 /*
- * The engine's online autotuner (CHORUS_AUTOTUNE). Every TUNE_CHECK_CYCLES
- * cycles the ranks take the minimum, on the negotiation communicator, of
- * two figures: the time since the last sample and the rate their buckets
- * moved over it. Every cycle is collective, so all ranks do this at the same
- * cycle and see the same minimum. Once even the slowest clock has run a
- * window (CHORUS_AUTOTUNE_WINDOW_MS, long enough to span a few training
- * steps: a shorter one samples the bursts of one step), the slowest rank's
- * rate is a sample, fed to the same search (tuning/autotune.h) on every
- * rank: all change their bucket size and cycle time at the same cycle, and
- * buckets stay cut alike. The third dimension is the streams per peer the
- * network transport deals payload to, from 1 to the fewest any rank opens
- * (agreed when the engine is created): a bound on the transport, which takes
- * it from its next fragment on; ranks need not switch it together.
+ * The engine's online autotuner (CHORUS_AUTOTUNE). A sample is the rate the
+ * buckets moved over whole training rounds: a round begins when a name
+ * goes into a bucket a second time since the last one began, which happens
+ * at the same cycle on every rank (every rank takes the same names in the
+ * same cycle). At such a cycle the ranks take the minimum, on the
+ * negotiation communicator, of two figures: the time since the last sample
+ * and the rate over it, counting the bytes of the rounds that ended (the
+ * names of one round may go in several cycles, on either side of a look). Once even the slowest clock has run a window
+ * (CHORUS_AUTOTUNE_WINDOW_MS), the slowest rank's rate is a sample, fed to
+ * the same search (tuning/autotune.h) on every rank: all change their
+ * bucket size and cycle time at the same cycle, and buckets stay cut alike.
+ * A sample of whole rounds holds no part of a step, so a window of one or
+ * two steps is as steady as the steps are. Work without rounds (no name
+ * comes back, or a round longer than TUNE_ROUNDLESS_WINDOWS windows) is
+ * sampled by time alone, looked at every TUNE_CHECK_CYCLES cycles.
+ *
+ * The third dimension is the streams per peer the network transport deals
+ * payload to, from 1 to the fewest any rank opens (agreed when the engine
+ * is created): a bound on the transport, which takes it from its next
+ * fragment on; ranks need not switch it together. Every sample goes to
+ * rank 0's log (CHORUS_AUTOTUNE_LOG) and every move to the trace
+ * (CHORUS_TRACE), on the engine's communicator's track.
  */
 #include <errno.h>
 #include <limits.h>
@@ -20,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/core_trace.h"
 #include "engine/engine.h"
 #include "util/log.h"
 #include "util/time.h"
@@ -29,8 +39,10 @@ static const size_t tune_buckets[] = {1u << 20, 2u << 20, 4u << 20, 8u << 20,
 static const double tune_cycles_ms[] = {0.5, 1, 2, 4, 8};
 #define NBUCKETS ((int)(sizeof(tune_buckets) / sizeof(tune_buckets[0])))
 #define NCYCLES ((int)(sizeof(tune_cycles_ms) / sizeof(tune_cycles_ms[0])))
-/* Cycles between looks at whether a window is over. */
+/* Cycles between looks at whether a window of work without rounds is over. */
 #define TUNE_CHECK_CYCLES 10
+/* Windows without a round after which a sample is taken by time alone. */
+#define TUNE_ROUNDLESS_WINDOWS 4
 
 /* The value of a list nearest to x, as an index (ratios: the values double). */
 static int nearest(const double *values, int n, double x)
@@ -72,8 +84,11 @@ chorus_status_t engine_tune_init(chorus_engine_t engine, const engine_config_t *
                          strerror(errno));
             return CHORUS_ERR_INVALID_ARG;
         }
-        fprintf(engine->tune_log, "cycle,seconds,bucket_bytes,cycle_ms,streams,rate,phase\n");
+        fprintf(engine->tune_log,
+                "cycle,seconds,bucket_bytes,cycle_ms,streams,rate,phase,rounds\n");
     }
+    /* Names start in round 0: the first one taken is no repeat. */
+    engine->tune_round = engine->tune_round_seen = engine->tune_mark_round = 1;
     return CHORUS_OK;
 }
 
@@ -106,40 +121,76 @@ void engine_tune_free(chorus_engine_t engine)
     engine->tune = NULL;
 }
 
+void engine_tune_taken(chorus_engine_t engine, engine_name_t *e, size_t bytes)
+{
+    if (engine->tune == NULL)
+        return;
+    if (e->tune_round == engine->tune_round) {
+        engine->tune_round++;
+        engine->tune_round_bytes = engine->tune_taken_bytes;
+    }
+    e->tune_round = engine->tune_round;
+    engine->tune_taken_bytes += bytes;
+}
+
+/* The search moved to s->at: the engine takes it, and the trace shows it. */
+static void tune_move(chorus_engine_t engine, const tune_search_t *s, double rate)
+{
+    char text[160];
+
+    pthread_mutex_lock(&engine->lock);
+    engine->bucket_bytes = tune_buckets[s->at[0]];
+    engine->cycle_s = tune_cycles_ms[s->at[1]] / 1000.0;
+    pthread_mutex_unlock(&engine->lock);
+    chorus__ctx_net_streams(engine->comm->ctx, s->at[2] + 1);
+    snprintf(text, sizeof(text), "%s: buckets of %zu bytes every %g ms, %d streams (last "
+             "sample %.0f bytes/s)", s->phase == TUNE_SEARCH ? "trying" : "settled on",
+             tune_buckets[s->at[0]], tune_cycles_ms[s->at[1]], s->at[2] + 1, rate);
+    chorus_debug("rank %d: autotune: %s", engine->rank, text);
+    if (engine->comm->ctx->trace != NULL)
+        chorus__trace_note(engine->comm, "autotune", "autotune", text);
+}
+
 chorus_status_t engine_tune_cycle(chorus_engine_t engine)
 {
     tune_search_t *s = engine->tune;
-    double now, mine[2], agreed[2];
+    double now, need, mine[2], agreed[2];
+    uint64_t rounds, upto;
     chorus_status_t status;
 
-    if (s == NULL || engine->counters.cycles % TUNE_CHECK_CYCLES != 0)
+    if (s == NULL)
         return CHORUS_OK;
+    rounds = engine->tune_round - engine->tune_mark_round;
+    if (engine->tune_round != engine->tune_round_seen) {
+        /* A round began in this cycle: the rounds before it are whole. */
+        need = engine->tune_window_s;
+        upto = engine->tune_round_bytes;
+    } else if (rounds == 0 && engine->counters.cycles % TUNE_CHECK_CYCLES == 0) {
+        need = TUNE_ROUNDLESS_WINDOWS * engine->tune_window_s;
+        upto = engine->tune_taken_bytes;
+    } else {
+        return CHORUS_OK;
+    }
+    engine->tune_round_seen = engine->tune_round;
     now = chorus__now();
     mine[0] = now - engine->tune_mark_t;
-    mine[1] = (double)(engine->counters.bucket_bytes - engine->tune_mark_bytes) / mine[0];
+    mine[1] = (double)(upto - engine->tune_mark_bytes) / mine[0];
     status = chorus_allreduce(mine, agreed, 2, CHORUS_FLOAT64, CHORUS_MIN, engine->neg, NULL);
-    if (status != CHORUS_OK || agreed[0] < engine->tune_window_s)
+    if (status != CHORUS_OK || agreed[0] < need)
         return status;
     engine->tune_mark_t = now;
-    engine->tune_mark_bytes = engine->counters.bucket_bytes;
+    engine->tune_mark_bytes = upto;
+    engine->tune_mark_round = engine->tune_round;
     /* A window in which some rank moved nothing says nothing about the settings. */
     if (!(agreed[1] > 0))
         return CHORUS_OK;
     if (engine->tune_log != NULL)
-        fprintf(engine->tune_log, "%llu,%.6f,%zu,%g,%d,%.0f,%s\n",
+        fprintf(engine->tune_log, "%llu,%.6f,%zu,%g,%d,%.0f,%s,%llu\n",
                 (unsigned long long)engine->counters.cycles, now - engine->tune_t0,
                 tune_buckets[s->at[0]], tune_cycles_ms[s->at[1]], s->at[2] + 1, agreed[1],
-                s->phase == TUNE_SEARCH ? "search" : "watch");
-    if (tune_search_feed(s, agreed[1])) {
-        pthread_mutex_lock(&engine->lock);
-        engine->bucket_bytes = tune_buckets[s->at[0]];
-        engine->cycle_s = tune_cycles_ms[s->at[1]] / 1000.0;
-        pthread_mutex_unlock(&engine->lock);
-        chorus__ctx_net_streams(engine->comm->ctx, s->at[2] + 1);
-        chorus_debug("rank %d: autotune: %s, buckets of %zu bytes every %g ms, %d streams",
-                     engine->rank, s->phase == TUNE_SEARCH ? "trying" : "settled on",
-                     tune_buckets[s->at[0]], tune_cycles_ms[s->at[1]], s->at[2] + 1);
-    }
+                s->phase == TUNE_SEARCH ? "search" : "watch", (unsigned long long)rounds);
+    if (tune_search_feed(s, agreed[1]))
+        tune_move(engine, s, agreed[1]);
     if (engine->tune_log != NULL)
         fflush(engine->tune_log);
     return CHORUS_OK;

@@ -14,6 +14,7 @@
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -271,15 +272,40 @@ Test(engine, default_buckets, .timeout = 120)
 
 typedef struct {
     char log[64];               /* CHORUS_AUTOTUNE_LOG */
+    char trace[64];             /* CHORUS_TRACE's prefix */
     int streams;                /* CHORUS_TCP_STREAMS: the most the tuner may use */
 } autotuned_arg_t;
+
+/* Moves of the autotuner in each of nranks' traces (removed after): the fewest any has. */
+static int trace_autotune_moves(const char *prefix, int nranks)
+{
+    int fewest = INT_MAX;
+
+    for (int r = 0; r < nranks; r++) {
+        char path[96], line[1024];
+        int moves = 0;
+        FILE *f;
+
+        snprintf(path, sizeof(path), "%s.%d.json", prefix, r);
+        f = fopen(path, "r");
+        while (f != NULL && fgets(line, sizeof(line), f) != NULL)
+            moves += strstr(line, "\"cat\":\"autotune\"") != NULL &&
+                     strstr(line, "buckets of ") != NULL;
+        if (f != NULL)
+            fclose(f);
+        unlink(path);
+        fewest = moves < fewest ? moves : fewest;
+    }
+    return fewest;
+}
 
 /*
  * CHORUS_AUTOTUNE with short windows: 40 rounds of 64 names, exact every
  * time while the bucket size, cycle time and streams change under them;
- * rank 0's log has a header, samples, more than one bucket size tried, and
+ * rank 0's log has a header, samples, more than one bucket size tried,
  * stream counts from 1 to the most opened, more than one of them when that
- * is more than one.
+ * is more than one, and samples that began and ended with a round (the same
+ * names submitted again); every rank's trace shows the moves.
  */
 static int autotuned_rank(chorus_comm_t comm, int rank, int size, void *arg)
 {
@@ -289,7 +315,7 @@ static int autotuned_rank(chorus_comm_t comm, int rank, int size, void *arg)
     int rc = engine_with(comm, 0, &engine);
     char line[256], header[256];
     size_t sizes[AUTOTUNE_LOG_MAX];
-    int nsizes = 0, rows = 0, streams_seen = 0;
+    int nsizes = 0, rows = 0, streams_seen = 0, round_rows = 0;
     FILE *f;
 
     for (int round = 0; round < 40 && rc == RC_OK; round++)
@@ -300,18 +326,19 @@ static int autotuned_rank(chorus_comm_t comm, int rank, int size, void *arg)
         return rc;
     f = fopen(log, "r");
     if (f == NULL || fgets(header, sizeof(header), f) == NULL ||
-        strcmp(header, "cycle,seconds,bucket_bytes,cycle_ms,streams,rate,phase\n") != 0) {
+        strcmp(header, "cycle,seconds,bucket_bytes,cycle_ms,streams,rate,phase,rounds\n") != 0) {
         fprintf(stderr, "rank 0: no autotune log, or not its header\n");
         rc = RC_RESULT;
     }
     while (rc == RC_OK && fgets(line, sizeof(line), f) != NULL && rows < AUTOTUNE_LOG_MAX) {
-        unsigned long long cycle, bucket;
+        unsigned long long cycle, bucket, rounds;
         double seconds, cycle_ms, rate;
         int streams, known = 0;
         char phase[16];
 
-        if (sscanf(line, "%llu,%lf,%llu,%lf,%d,%lf,%15s", &cycle, &seconds, &bucket, &cycle_ms,
-                   &streams, &rate, phase) != 7 || bucket < (1u << 20) || bucket > (64u << 20) ||
+        if (sscanf(line, "%llu,%lf,%llu,%lf,%d,%lf,%15[a-z],%llu", &cycle, &seconds, &bucket,
+                   &cycle_ms, &streams, &rate, phase, &rounds) != 8 || bucket < (1u << 20) ||
+            bucket > (64u << 20) || rounds > 40 ||
             !(cycle_ms >= 0.5 && cycle_ms <= 8) || streams < 1 || streams > a->streams ||
             !(rate > 0) ||
             (strcmp(phase, "search") != 0 && strcmp(phase, "watch") != 0)) {
@@ -322,16 +349,19 @@ static int autotuned_rank(chorus_comm_t comm, int rank, int size, void *arg)
             known |= sizes[i] == bucket;
         if (!known)
             sizes[nsizes++] = (size_t)bucket;
-        if (rc == RC_OK)
+        if (rc == RC_OK) {
             streams_seen |= 1 << (streams - 1);
+            round_rows += rounds > 0;
+        }
         rows++;
     }
-    if (rc == RC_OK && (rows < 3 || nsizes < 2 ||
+    if (rc == RC_OK && (rows < 3 || nsizes < 2 || round_rows == 0 ||
                         (a->streams > 1 && (streams_seen & (streams_seen - 1)) == 0))) {
-        fprintf(stderr, "rank 0: autotune log: %d samples, %d bucket sizes, streams seen %#x\n",
-                rows, nsizes, streams_seen);
+        fprintf(stderr, "rank 0: autotune log: %d samples (%d of whole rounds), %d bucket "
+                "sizes, streams seen %#x\n", rows, round_rows, nsizes, streams_seen);
         rc = RC_RESULT;
     }
+
     if (f != NULL)
         fclose(f);
     return rc;
@@ -346,12 +376,17 @@ static void autotuned_run(int streams, const char *what)
     cr_assert_geq(fd, 0);
     close(fd);
     unlink(a.log);
+    snprintf(a.trace, sizeof(a.trace), "%s-trace", a.log);
     snprintf(streams_s, sizeof(streams_s), "%d", streams);
     setenv("CHORUS_AUTOTUNE", "1", 1);
     setenv("CHORUS_AUTOTUNE_WINDOW_MS", "5", 1);
     setenv("CHORUS_AUTOTUNE_LOG", a.log, 1);
     setenv("CHORUS_TCP_STREAMS", streams_s, 1);
+    setenv("CHORUS_TRACE", a.trace, 1);
     run_ranks(3, autotuned_rank, &a, 100, what);
+    unsetenv("CHORUS_TRACE");
+    cr_expect_gt(trace_autotune_moves(a.trace, 3), 0, "%s: a rank's trace shows no autotuner "
+                 "move", what);
     unsetenv("CHORUS_AUTOTUNE");
     unsetenv("CHORUS_AUTOTUNE_WINDOW_MS");
     unsetenv("CHORUS_AUTOTUNE_LOG");
