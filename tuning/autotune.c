@@ -17,8 +17,8 @@ static void search_begin(tune_search_t *s)
     s->last_dim = 0;
     s->last_dir = 1;
     s->samples = 0;
-    for (int i = 0; i < TUNE_POINTS; i++)
-        s->rate[i] = -1;
+    memset(s->sum, 0, sizeof(s->sum));
+    memset(s->count, 0, sizeof(s->count));
 }
 
 void tune_search_init(tune_search_t *s, const int n[TUNE_DIMS], const int start[TUNE_DIMS])
@@ -40,7 +40,7 @@ static int next_neighbour(const tune_search_t *s, int next[TUNE_DIMS], int *dim_
 
         memcpy(next, s->best, sizeof(s->best));
         next[dim] += dir;
-        if (next[dim] < 0 || next[dim] >= s->n[dim] || s->rate[point_index(next)] >= 0)
+        if (next[dim] < 0 || next[dim] >= s->n[dim] || s->count[point_index(next)] > 0)
             continue;
         *dim_p = dim;
         *dir_p = dir;
@@ -84,17 +84,43 @@ static int watch(tune_search_t *s, double rate)
     return 0;
 }
 
+/*
+ * The measured point of the highest mean, the best one on a tie (taken
+ * again, the best's samples may have lowered its mean below another's).
+ */
+static void best_of_measured(tune_search_t *s)
+{
+    int p[TUNE_DIMS], b = point_index(s->best);
+
+    s->best_rate = s->sum[b] / s->count[b];
+    for (p[0] = 0; p[0] < s->n[0]; p[0]++)
+        for (p[1] = 0; p[1] < s->n[1]; p[1]++)
+            for (p[2] = 0; p[2] < s->n[2]; p[2]++) {
+                int i = point_index(p);
+
+                if (s->count[i] > 0 && s->sum[i] / s->count[i] > s->best_rate) {
+                    s->best_rate = s->sum[i] / s->count[i];
+                    memcpy(s->best, p, sizeof(p));
+                }
+            }
+}
+
 int tune_search_feed(tune_search_t *s, double rate)
 {
-    int next[TUNE_DIMS], dim, dir, moved;
+    int next[TUNE_DIMS], dim, dir, moved, at = point_index(s->at);
+    double mean;
 
     if (!(rate >= 0))
         return 0; /* not a rate: nothing learnt */
     if (s->phase == TUNE_WATCH)
         return watch(s, rate);
     s->samples++;
-    s->rate[point_index(s->at)] = rate;
-    if (rate > s->best_rate) {
+    s->sum[at] += rate;
+    s->count[at]++;
+    mean = s->sum[at] / s->count[at];
+    if (memcmp(s->at, s->best, sizeof(s->best)) == 0 && s->count[at] > 1) {
+        best_of_measured(s);    /* the best measured again: it may have lost its lead */
+    } else if (mean > s->best_rate) {
         /* A step that paid: keep going that way first. */
         for (int d = 0; d < TUNE_DIMS; d++)
             if (s->at[d] != s->best[d]) {
@@ -102,15 +128,17 @@ int tune_search_feed(tune_search_t *s, double rate)
                 s->last_dir = s->at[d] > s->best[d] ? 1 : -1;
             }
         memcpy(s->best, s->at, sizeof(s->best));
-        s->best_rate = rate;
+        s->best_rate = mean;
     }
     if (next_neighbour(s, next, &dim, &dir)) {
         memcpy(s->at, next, sizeof(next));
         return 1;
     }
-    /* Every neighbour of the best is measured: settle there. */
     moved = memcmp(s->at, s->best, sizeof(s->best)) != 0;
     memcpy(s->at, s->best, sizeof(s->best));
+    if (s->count[point_index(s->best)] < TUNE_CONFIRM_SAMPLES)
+        return moved;           /* measure the best again before settling on it */
+    /* Every neighbour of the best is measured, and it held its lead: settle there. */
     s->phase = TUNE_WATCH;
     s->reference = 0;
     s->watched = 0;

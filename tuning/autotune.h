@@ -7,7 +7,12 @@
  * sizes, cycle times, streams). The search measures the current point,
  * then the unmeasured neighbours of the best point so far (one step along
  * one dimension, the direction that last paid first), until every
- * neighbour of the best is measured: it settles there and watches. Its
+ * neighbour of the best is measured. Then it measures the best again, up to
+ * TUNE_CONFIRM_SAMPLES in all, since a point's single sample may have been
+ * lucky: a point's figure is the mean of its samples, and when that mean
+ * falls below another point's, the search goes on from that one. Once the
+ * best point's neighbours are all measured and it holds its lead over its
+ * confirming samples, the search settles there and watches. Its
  * reference is the mean of the first TUNE_WATCH_SAMPLES rates there; when
  * the median of the last TUNE_WATCH_SAMPLES moves away from it by more than
  * TUNE_DRIFT (a link slowed, another job started: TUNE_DRIFT_SAMPLES of
@@ -21,6 +26,7 @@
 #define TUNE_DIMS 3
 #define TUNE_VALUES_MAX 8
 #define TUNE_POINTS (TUNE_VALUES_MAX * TUNE_VALUES_MAX * TUNE_VALUES_MAX)
+#define TUNE_CONFIRM_SAMPLES 2
 #define TUNE_DRIFT 0.20
 #define TUNE_DRIFT_SAMPLES 3
 #define TUNE_WATCH_SAMPLES (2 * TUNE_DRIFT_SAMPLES - 1)
@@ -31,14 +37,15 @@ typedef struct {
     int n[TUNE_DIMS];           /* values in each dimension, 1..TUNE_VALUES_MAX */
     int at[TUNE_DIMS];          /* the point the next rate is measured at */
     tune_phase_t phase;
-    int best[TUNE_DIMS];        /* SEARCH: the best point measured so far */
-    double best_rate;
+    int best[TUNE_DIMS];        /* SEARCH: the point of the highest mean rate so far */
+    double best_rate;           /* its mean */
     int last_dim, last_dir;     /* the step that last found a better point */
     double reference;           /* WATCH: the mean of its first rates; 0: not yet */
     double recent[TUNE_WATCH_SAMPLES]; /* WATCH: the last rates, oldest overwritten */
     int watched;                /* WATCH: rates fed since it settled */
     int samples;                /* rates fed since this search began */
-    double rate[TUNE_POINTS];   /* measured in this search; < 0: not yet */
+    double sum[TUNE_POINTS];    /* of the rates measured at each point in this search */
+    int count[TUNE_POINTS];     /* rates measured there; 0: not yet */
 } tune_search_t;
 
 /* Start searching at `start` over n[d] values per dimension (out-of-range counts clamp). */

@@ -1,8 +1,9 @@
 /*
  * tuning/autotune.c: the search over synthetic throughput surfaces. It
- * settles near the best point in few samples, searches again when the
- * surface shifts, and makes the same moves whenever it is fed the same
- * rates (so ranks fed agreed rates switch together).
+ * settles near the best point in few samples, is not won by one lucky
+ * sample, searches again when the surface shifts, and makes the same moves
+ * whenever it is fed the same rates (so ranks fed agreed rates switch
+ * together).
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -138,6 +139,35 @@ Test(autotune, noise_does_not_start_a_search)
         cr_assert_eq(s.phase, TUNE_WATCH, "searched again at sample %d", i);
     }
     cr_expect_eq(far, 0, "the noise stays within TUNE_DRIFT here");
+}
+
+/*
+ * A lucky sample does not win: the first sample of a neighbour of the best
+ * point comes out 15 % high, above the best's (its true rate is 9 % below).
+ * Measured again before the search settles, its mean falls behind the
+ * best's, and the search settles on the best.
+ */
+Test(autotune, a_lucky_sample_does_not_win)
+{
+    const surface_t f = {{7, 5, 1}, {3.0, 2.0, 0.0}, {0.10, 0.20, 0.00}, 1e9};
+    const int start[TUNE_DIMS] = {3, 2, 0}, lucky[TUNE_DIMS] = {4, 2, 0};
+    tune_search_t s;
+    int fed = 0, lucky_seen = 0;
+
+    tune_search_init(&s, f.n, start);
+    while (s.phase == TUNE_SEARCH && fed < 100) {
+        double rate = rate_at(&f, s.at);
+
+        if (memcmp(s.at, lucky, sizeof(lucky)) == 0 && lucky_seen++ == 0)
+            rate *= 1.15;
+        tune_search_feed(&s, rate);
+        fed++;
+    }
+    cr_assert_eq(s.phase, TUNE_WATCH, "never settled");
+    cr_expect_geq(lucky_seen, 1, "the lucky point was never measured");
+    cr_expect(memcmp(s.at, start, sizeof(start)) == 0, "settled at %d,%d (%.3g of %.3g)",
+              s.at[0], s.at[1], rate_at(&f, s.at), best_on_grid(&f));
+    cr_expect_leq(fed, 20, "%d samples", fed);
 }
 
 /* Two searches fed the same rates make the same moves at the same samples. */
