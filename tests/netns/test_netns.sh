@@ -305,7 +305,7 @@ clean "--change"
 # peer gets a stream per link, and payload goes over both, the faster carrying
 # more; exact either way. With one stream the second link carries next to
 # nothing (only the first connection's address is used), so the count means
-# what it says.
+# what it says. CHORUS_TCP_IFACES=auto finds both links itself: a stream per link too.
 cat > "$TMP/two_links_perf" <<END
 #!/bin/sh
 tx() { cat /sys/class/net/\$1/statistics/tx_bytes; }
@@ -314,12 +314,15 @@ b0=\$(tx eth0) b1=\$(tx eth1)
 echo "tx eth0 \$((\$(tx eth0) - b0)) eth1 \$((\$(tx eth1) - b1))"
 END
 chmod +x "$TMP/two_links_perf"
-for streams in 0 1; do
+for setting in "0 eth0,eth1" "1 eth0,eth1" "0 auto"; do
+    streams=${setting% *} ifaces=${setting#* }
+    label="CHORUS_TCP_STREAMS=$streams CHORUS_TCP_IFACES=$ifaces"
     "$TB" --nodes 2 --rates 200mbit,100mbit --timeout 120 -- \
-        env CHORUS_TCP_STREAMS=$streams "$TMP/two_links_perf" > "$TMP/out" 2>&1
+        env CHORUS_TCP_STREAMS="$streams" CHORUS_TCP_IFACES="$ifaces" "$TMP/two_links_perf" \
+        > "$TMP/out" 2>&1
     rc=$?
-    check "two links, CHORUS_TCP_STREAMS=$streams: allreduce exits 0 (got $rc)" [ "$rc" -eq 0 ]
-    check "two links, CHORUS_TCP_STREAMS=$streams: no wrong element" \
+    check "two links, $label: allreduce exits 0 (got $rc)" [ "$rc" -eq 0 ]
+    check "two links, $label: no wrong element" \
         grep -qx '\[rank 0 node 0\] # out-of-place/in-place wrong elements total: 0' "$TMP/out"
     # Each node sends over 100 MB: both links carry some with a stream each, eth1 half
     # of eth0's at these rates (a fifth at least); one stream leaves eth1 all but idle.
@@ -328,11 +331,11 @@ for streams in 0 1; do
     else
         want='$4 < 1048576 && $2 >= 33554432'
     fi
-    check "two links, CHORUS_TCP_STREAMS=$streams: bytes per link as expected on both nodes" \
+    check "two links, $label: bytes per link as expected on both nodes" \
         [ "$(sed -n 's/^\[rank [01] node [01]\] tx //p' "$TMP/out" | awk "$want" | wc -l)" -eq 2 ]
-    sed -n "s/^\(\[rank [01] node [01]\]\) tx /test_netns: streams=$streams: \1 sent /p" "$TMP/out"
+    sed -n "s/^\(\[rank [01] node [01]\]\) tx /test_netns: $label: \1 sent /p" "$TMP/out"
     [ "$rc" -eq 0 ] || tail -n 20 "$TMP/out"
-    clean "chorus over two links, CHORUS_TCP_STREAMS=$streams"
+    clean "chorus over two links, $label"
 done
 
 # The harness's placement: rank r of N in namespace r * m / N, one node per namespace.

@@ -1488,6 +1488,13 @@ Test(transport, tcp_streams_config)
     cr_expect(blob.count == 2 && blob.streams == 5);
     tl_tcp_ops.ctx_destroy(ctx);
     unsetenv("CHORUS_TCP_STREAMS");
+    /* auto on a loopback bootstrap: the ranks share a machine, one address and stream. */
+    setenv("CHORUS_TCP_IFACES", "auto", 1);
+    cr_assert_eq(tl_tcp_ops.ctx_create(&ok, &ctx), CHORUS_OK);
+    cr_assert_eq(tl_tcp_ops.get_address(ctx, &blob, &len), CHORUS_OK);
+    cr_expect(blob.count == 1 && blob.streams == 1);
+    cr_expect_str_eq(blob.addr[0].host, "127.0.0.1");
+    tl_tcp_ops.ctx_destroy(ctx);
     unsetenv("CHORUS_TCP_IFACES");
 }
 

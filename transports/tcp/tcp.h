@@ -310,7 +310,7 @@ typedef struct {
     size_t eager_bytes;
     size_t window_bytes;
     int streams;                /* 0: one per interface */
-    chorus__config_str_t ifaces;
+    chorus__config_str_t ifaces; /* "auto": the bootstrap's, and one per other network */
 } tl_tcp_config_t;
 
 extern const chorus__config_table_t tl_tcp_config_table;
@@ -565,6 +565,30 @@ typedef struct {
     uint8_t zero[2];
     tl_tcp_addr_t addr[TL_TCP_ADDRS_MAX]; /* unused entries are zero */
 } tl_tcp_blob_t;
+
+/*
+ * tcp_iface.c: choosing interfaces, over a list as getifaddrs gives it.
+ *
+ * name's address, numerically, into host (len bytes): IPv4 first, else
+ * IPv6; 0 when it has none.
+ */
+struct ifaddrs;
+int tl_tcp_iface_address(const struct ifaddrs *list, const char *name, char *host, size_t len);
+/*
+ * CHORUS_TCP_IFACES=auto: the addresses, numerically into hosts (up to max
+ * - 1 of them), to listen on besides first, the bootstrap's: one on each
+ * other network of first's family that an interface is up and running on
+ * (not loopback). None when first is on no such interface (a loopback
+ * address: the ranks share a machine). Returns how many.
+ */
+int tl_tcp_iface_auto(const struct ifaddrs *list, const struct sockaddr *first,
+                      char hosts[][TL_TCP_HOST_MAX], int max);
+/*
+ * 1 when a peer's published address sa lies on a network this machine has
+ * an interface up on (so a stream reaches it over that link), and is not
+ * one of this machine's own addresses; else 0.
+ */
+int tl_tcp_iface_on_link(const struct ifaddrs *list, const struct sockaddr *sa);
 
 /*
  * tcp_connect.c: decoders of what arrives from the wire or through the

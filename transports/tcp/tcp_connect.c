@@ -10,6 +10,7 @@
 
 #include <endian.h>
 #include <errno.h>
+#include <ifaddrs.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,11 +142,39 @@ int tl_tcp_addr_resolve(const tl_tcp_addr_t *addr, struct sockaddr_storage *sa_p
 
 /* ---- Addresses ---------------------------------------------------------------- */
 
+/*
+ * CHORUS_TCP_IFACES=auto: a peer's first address (its bootstrap's) stays;
+ * a further one stays when it is on a network this machine is on.
+ */
+static void peer_keep_on_link(const tl_ctx_t *ctx, const struct ifaddrs *ifas,
+                              tl_tcp_peer_t *peer)
+{
+    int kept = 1;
+
+    for (int i = 1; i < peer->naddrs; i++) {
+        if (!tl_tcp_iface_on_link(ifas, (const struct sockaddr *)&peer->sa[i])) {
+            chorus_debug("rank %d: tcp: address %d of rank %d is on no network of this "
+                         "machine: its streams go to the others", ctx->rank, i, peer->rank);
+            continue;
+        }
+        peer->sa[kept] = peer->sa[i];
+        peer->salen[kept++] = peer->salen[i];
+    }
+    peer->naddrs = kept;
+}
+
 chorus_status_t tl_tcp_set_peers(tl_ctx_t *ctx, const void *addrs)
 {
+    struct ifaddrs *ifas = NULL;
+
     if (ctx == NULL || addrs == NULL || ctx->peers_set || ctx->fatal != CHORUS_OK) {
         chorus_error("tcp: set_peers: invalid context or addresses, or called twice");
         return CHORUS_ERR_INVALID_ARG;
+    }
+    if (strcmp(ctx->cfg.ifaces.s, "auto") == 0 && getifaddrs(&ifas) != 0) {
+        chorus_warn("rank %d: tcp: CHORUS_TCP_IFACES=auto: getifaddrs failed (%m): every "
+                    "peer's streams go to its first address", ctx->rank);
+        ifas = NULL;
     }
     for (int r = 0; r < ctx->size; r++) {
         tl_tcp_peer_t *peer = &ctx->peers[r];
@@ -156,6 +185,7 @@ chorus_status_t tl_tcp_set_peers(tl_ctx_t *ctx, const void *addrs)
         if (tl_tcp_blob_decode((const char *)addrs + (size_t)r * TL_ADDR_MAX, TL_ADDR_MAX,
                                &blob) != CHORUS_OK) {
             chorus_error("rank %d: tcp: the address blob of rank %d is malformed", ctx->rank, r);
+            freeifaddrs(ifas);
             return CHORUS_ERR_INVALID_ARG;
         }
         for (int i = 0; i < blob.count; i++) {
@@ -165,13 +195,17 @@ chorus_status_t tl_tcp_set_peers(tl_ctx_t *ctx, const void *addrs)
                 chorus_error("rank %d: tcp: address '%s' port '%s' of rank %d is invalid: %s",
                              ctx->rank, blob.addr[i].host, blob.addr[i].port, r,
                              gai_strerror(rc));
+                freeifaddrs(ifas);
                 return CHORUS_ERR_INVALID_ARG;
             }
         }
         peer->naddrs = blob.count;
+        if (strcmp(ctx->cfg.ifaces.s, "auto") == 0)
+            peer_keep_on_link(ctx, ifas, peer);
         /* Both ends must take a lane: the fewer of the two counts. */
         peer->nlanes = blob.streams < ctx->streams ? blob.streams : ctx->streams;
     }
+    freeifaddrs(ifas);
     ctx->peers_set = 1;
     return CHORUS_OK;
 }

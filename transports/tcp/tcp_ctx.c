@@ -53,7 +53,10 @@ static const chorus__config_var_t tcp_vars[] = {
     {"CHORUS_TCP_IFACES", "",
      "comma-separated interfaces (names, or numeric addresses) to listen on and publish, "
      "up to 4; a peer's streams go to its addresses in turn, so each link of a node with "
-     "several carries some (empty: the one address the bootstrap chose)",
+     "several carries some (empty: the one address the bootstrap chose); auto: that "
+     "address and one on each other network an interface is up on, and a peer's streams "
+     "go only to its addresses on a network this machine is on (the bootstrap's always); "
+     "every rank must use auto or none",
      chorus__config_parse_string, offsetof(tl_tcp_config_t, ifaces)},
 };
 
@@ -198,26 +201,6 @@ static chorus_status_t tcp_read_config(tl_ctx_t *ctx)
     return CHORUS_OK;
 }
 
-/* name's address, numerically, into host: IPv4 first, else IPv6; 0 when it has none. */
-static int iface_address(const struct ifaddrs *list, const char *name, char *host, size_t len)
-{
-    for (int want = AF_INET; ; want = AF_INET6) {
-        for (const struct ifaddrs *ifa = list; ifa != NULL; ifa = ifa->ifa_next) {
-            socklen_t salen = want == AF_INET ? sizeof(struct sockaddr_in)
-                                              : sizeof(struct sockaddr_in6);
-
-            if (ifa->ifa_addr == NULL || ifa->ifa_addr->sa_family != want ||
-                strcmp(ifa->ifa_name, name) != 0)
-                continue;
-            if (getnameinfo(ifa->ifa_addr, salen, host, (socklen_t)len, NULL, 0,
-                            NI_NUMERICHOST) == 0)
-                return 1;
-        }
-        if (want == AF_INET6)
-            return 0;
-    }
-}
-
 /* Listen on every entry of CHORUS_TCP_IFACES: an interface's name, or an address. */
 static chorus_status_t tcp_listen_ifaces(tl_ctx_t *ctx)
 {
@@ -241,7 +224,7 @@ static chorus_status_t tcp_listen_ifaces(tl_ctx_t *ctx)
             status = CHORUS_ERR_INVALID_ARG;
         } else if (inet_pton(AF_INET, name, &any) == 1 || inet_pton(AF_INET6, name, &any) == 1) {
             status = tcp_listen(ctx, name);
-        } else if (iface_address(ifas, name, host, sizeof(host))) {
+        } else if (tl_tcp_iface_address(ifas, name, host, sizeof(host))) {
             status = tcp_listen(ctx, host);
         } else {
             chorus_error("rank %d: tcp: CHORUS_TCP_IFACES: '%s' is neither an address nor an "
@@ -255,6 +238,33 @@ static chorus_status_t tcp_listen_ifaces(tl_ctx_t *ctx)
                      ctx->cfg.ifaces.s);
         status = CHORUS_ERR_INVALID_ARG;
     }
+    return status;
+}
+
+/*
+ * CHORUS_TCP_IFACES=auto: the bootstrap's address, then one on each other
+ * network this machine is on (tl_tcp_iface_auto).
+ */
+static chorus_status_t tcp_listen_auto(tl_ctx_t *ctx, const char *host)
+{
+    struct addrinfo hints = {.ai_flags = AI_NUMERICHOST}, *res;
+    char more[TL_TCP_ADDRS_MAX - 1][TL_TCP_HOST_MAX];
+    struct ifaddrs *ifas = NULL;
+    chorus_status_t status = tcp_listen(ctx, host);
+    int n = 0;
+
+    if (status != CHORUS_OK || getaddrinfo(host, NULL, &hints, &res) != 0)
+        return status;
+    if (getifaddrs(&ifas) == 0)
+        n = tl_tcp_iface_auto(ifas, res->ai_addr, more, TL_TCP_ADDRS_MAX);
+    else
+        chorus_warn("rank %d: tcp: CHORUS_TCP_IFACES=auto: getifaddrs failed (%m): only %s",
+                    ctx->rank, host);
+    freeaddrinfo(res);
+    freeifaddrs(ifas);
+    for (int i = 0; i < n && status == CHORUS_OK; i++)
+        status = tcp_listen(ctx, more[i]);
+    chorus_debug("rank %d: tcp: CHORUS_TCP_IFACES=auto: %s and %d more", ctx->rank, host, n);
     return status;
 }
 
@@ -282,7 +292,9 @@ static chorus_status_t tcp_events_open(tl_ctx_t *ctx, const char *host)
     }
     status = tcp_watch(ctx, ctx->timer_fd, TL_TCP_EV_TIMER, 0);
     if (status == CHORUS_OK)
-        status = ctx->cfg.ifaces.s[0] != '\0' ? tcp_listen_ifaces(ctx) : tcp_listen(ctx, host);
+        status = ctx->cfg.ifaces.s[0] == '\0'            ? tcp_listen(ctx, host)
+                 : strcmp(ctx->cfg.ifaces.s, "auto") == 0 ? tcp_listen_auto(ctx, host)
+                                                          : tcp_listen_ifaces(ctx);
     for (int i = 0; status == CHORUS_OK && i < ctx->nlisten; i++)
         status = tcp_watch(ctx, ctx->listen_fd[i], TL_TCP_EV_LISTEN, i);
     return status;
