@@ -133,9 +133,16 @@ void engine_tune_taken(chorus_engine_t engine, engine_name_t *e, size_t bytes)
     engine->tune_taken_bytes += bytes;
 }
 
-/* The search moved to s->at: the engine takes it, and the trace shows it. */
-static void tune_move(chorus_engine_t engine, const tune_search_t *s, double rate)
+/*
+ * The search moved to s->at, or changed phase (was_phase before): the
+ * engine takes the point, and the trace shows the decision.
+ */
+static void tune_move(chorus_engine_t engine, const tune_search_t *s, tune_phase_t was_phase,
+                      double rate)
 {
+    const char *what = s->phase == TUNE_WATCH    ? "settled on"
+                       : was_phase == TUNE_WATCH ? "the rate drifted, searching again from"
+                                                 : "trying";
     char text[160];
 
     pthread_mutex_lock(&engine->lock);
@@ -143,9 +150,9 @@ static void tune_move(chorus_engine_t engine, const tune_search_t *s, double rat
     engine->cycle_s = tune_cycles_ms[s->at[1]] / 1000.0;
     pthread_mutex_unlock(&engine->lock);
     chorus__ctx_net_streams(engine->comm->ctx, s->at[2] + 1);
-    snprintf(text, sizeof(text), "%s: buckets of %zu bytes every %g ms, %d streams (last "
-             "sample %.0f bytes/s)", s->phase == TUNE_SEARCH ? "trying" : "settled on",
-             tune_buckets[s->at[0]], tune_cycles_ms[s->at[1]], s->at[2] + 1, rate);
+    snprintf(text, sizeof(text), "%s buckets of %zu bytes every %g ms, %d streams (last "
+             "sample %.0f bytes/s)", what, tune_buckets[s->at[0]], tune_cycles_ms[s->at[1]],
+             s->at[2] + 1, rate);
     chorus_debug("rank %d: autotune: %s", engine->rank, text);
     if (engine->comm->ctx->trace != NULL)
         chorus__trace_note(engine->comm, "autotune", "autotune", text);
@@ -156,6 +163,7 @@ chorus_status_t engine_tune_cycle(chorus_engine_t engine)
     tune_search_t *s = engine->tune;
     double now, need, mine[2], agreed[2];
     uint64_t rounds, upto;
+    tune_phase_t was_phase;
     chorus_status_t status;
 
     if (s == NULL)
@@ -189,8 +197,9 @@ chorus_status_t engine_tune_cycle(chorus_engine_t engine)
                 (unsigned long long)engine->counters.cycles, now - engine->tune_t0,
                 tune_buckets[s->at[0]], tune_cycles_ms[s->at[1]], s->at[2] + 1, agreed[1],
                 s->phase == TUNE_SEARCH ? "search" : "watch", (unsigned long long)rounds);
-    if (tune_search_feed(s, agreed[1]))
-        tune_move(engine, s, agreed[1]);
+    was_phase = s->phase;
+    if (tune_search_feed(s, agreed[1]) || s->phase != was_phase)
+        tune_move(engine, s, was_phase, agreed[1]);
     if (engine->tune_log != NULL)
         fflush(engine->tune_log);
     return CHORUS_OK;
