@@ -1,8 +1,9 @@
 /*
  * transports/tcp/tcp_iface.c over lists of interfaces made here:
  * CHORUS_TCP_IFACES=auto listens on the bootstrap's address and one more
- * per other network that is up, and keeps a peer's further addresses only
- * when they lie on a network this machine is on and are not its own.
+ * per other network that is up (not loopback, not link-local), and keeps a
+ * peer's further addresses only when they lie on a network this machine is
+ * on and are not its own.
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
@@ -13,7 +14,7 @@
 
 #include "transports/tcp/tcp.h"
 
-#define NIFS_MAX 8
+#define NIFS_MAX 12
 
 typedef struct {
     struct ifaddrs ifa[NIFS_MAX];
@@ -84,10 +85,31 @@ Test(tcp_iface, auto_adds_one_address_per_other_network)
     testbed_node(&l, "10.9.0.2", "10.9.1.2");
     add4(&l, "eth0:1", "10.9.0.77", 24, UP);            /* a second address on eth0's network */
     add4(&l, "ib0", "192.168.50.2", 24, UP);
+    add4(&l, "eth2", "169.254.3.4", 16, UP);            /* link-local: not dialled */
+    add6(&l, "eth1", "fe80::5", UP);
     cr_assert_eq(tl_tcp_iface_auto(l.ifa, (struct sockaddr *)&first, hosts, TL_TCP_ADDRS_MAX),
                  2);
     cr_expect_str_eq(hosts[0], "10.9.1.2");
     cr_expect_str_eq(hosts[1], "192.168.50.2");
+}
+
+/* IPv6: the same, and the link-local addresses every interface has are no networks. */
+Test(tcp_iface, auto_ipv6)
+{
+    iflist_t l = {.n = 0};
+    char hosts[TL_TCP_ADDRS_MAX][TL_TCP_HOST_MAX];
+    struct sockaddr_in6 first = {.sin6_family = AF_INET6};
+
+    testbed_node(&l, "10.9.0.2", "10.9.1.2");
+    add6(&l, "eth1", "fe80::5", UP);
+    add6(&l, "eth0", "fe80::6", UP);
+    cr_assert_eq(inet_pton(AF_INET6, "fd00::1", &first.sin6_addr), 1);
+    cr_expect_eq(tl_tcp_iface_auto(l.ifa, (struct sockaddr *)&first, hosts, TL_TCP_ADDRS_MAX),
+                 0);
+    add6(&l, "eth1", "fd01::7", UP);
+    cr_assert_eq(tl_tcp_iface_auto(l.ifa, (struct sockaddr *)&first, hosts, TL_TCP_ADDRS_MAX),
+                 1);
+    cr_expect_str_eq(hosts[0], "fd01::7");
 }
 
 Test(tcp_iface, auto_stops_at_max)
@@ -134,6 +156,9 @@ Test(tcp_iface, on_link)
                  "on a bridge without carrier");
     cr_expect_eq(tl_tcp_iface_on_link(l.ifa, (struct sockaddr *)&loop), 0, "loopback");
     cr_expect_eq(tl_tcp_iface_on_link(NULL, (struct sockaddr *)&peer_eth1), 0, "no list");
+    add6(&l, "eth1", "fe80::1", UP);
+    cr_assert_eq(inet_pton(AF_INET6, "fe80::2", &peer6.sin6_addr), 1);
+    cr_expect_eq(tl_tcp_iface_on_link(l.ifa, (struct sockaddr *)&peer6), 0, "link-local");
 }
 
 Test(tcp_iface, address_of_a_name)

@@ -42,13 +42,22 @@ static int masked_equal(const struct sockaddr *a, const struct sockaddr *b,
     return 1;
 }
 
+/* A link-local address (169.254/16, fe80::/10): it needs a scope to be dialled. */
+static int link_local(const struct sockaddr *sa)
+{
+    size_t len;
+    const unsigned char *a = addr_bytes(sa, &len);
+
+    return len == 4 ? a[0] == 169 && a[1] == 254 : a[0] == 0xfe && (a[1] & 0xc0) == 0x80;
+}
+
 /* An interface with an address of family that carries traffic to other machines. */
 static int iface_usable(const struct ifaddrs *ifa, int family)
 {
     return ifa->ifa_addr != NULL && ifa->ifa_addr->sa_family == family &&
            ifa->ifa_netmask != NULL && ifa->ifa_netmask->sa_family == family &&
            (ifa->ifa_flags & IFF_UP) && (ifa->ifa_flags & IFF_RUNNING) &&
-           !(ifa->ifa_flags & IFF_LOOPBACK);
+           !(ifa->ifa_flags & IFF_LOOPBACK) && !link_local(ifa->ifa_addr);
 }
 
 int tl_tcp_iface_address(const struct ifaddrs *list, const char *name, char *host, size_t len)
@@ -106,7 +115,7 @@ int tl_tcp_iface_on_link(const struct ifaddrs *list, const struct sockaddr *sa)
 {
     int on_link = 0;
 
-    if (sa->sa_family != AF_INET && sa->sa_family != AF_INET6)
+    if ((sa->sa_family != AF_INET && sa->sa_family != AF_INET6) || link_local(sa))
         return 0;
     for (const struct ifaddrs *ifa = list; ifa != NULL; ifa = ifa->ifa_next) {
         if (!iface_usable(ifa, sa->sa_family))
