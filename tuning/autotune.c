@@ -66,15 +66,26 @@ static double median_of_recent(const tune_search_t *s)
 
 static int watch(tune_search_t *s, double rate)
 {
-    s->recent[s->watched % TUNE_WATCH_SAMPLES] = rate;
+    int slot = s->watched % TUNE_WATCH_SAMPLES;
+
+    /* A rate leaving the recent ones joins the reference (the first ones are in it already). */
+    if (s->watched >= 2 * TUNE_WATCH_SAMPLES) {
+        s->reference_sum += s->recent[slot];
+        s->reference_n++;
+    }
+    s->recent[slot] = rate;
     s->watched++;
     if (s->watched < TUNE_WATCH_SAMPLES)
         return 0;
     if (s->watched == TUNE_WATCH_SAMPLES) {
+        s->reference_sum = 0;
         for (int i = 0; i < TUNE_WATCH_SAMPLES; i++)
-            s->reference += s->recent[i] / TUNE_WATCH_SAMPLES;
-        return 0;
+            s->reference_sum += s->recent[i];
+        s->reference_n = TUNE_WATCH_SAMPLES;
     }
+    s->reference = s->reference_sum / s->reference_n;
+    if (s->watched == TUNE_WATCH_SAMPLES)
+        return 0;
     if (fabs(median_of_recent(s) - s->reference) > TUNE_DRIFT * s->reference) {
         /* The ground moved: search again, measuring from here. */
         search_begin(s);

@@ -13,8 +13,10 @@
  * falls below another point's, the search goes on from that one. Once the
  * best point's neighbours are all measured and it holds its lead over its
  * confirming samples, the search settles there and watches. Its
- * reference is the mean of the first TUNE_WATCH_SAMPLES rates there; when
- * the median of the last TUNE_WATCH_SAMPLES moves away from it by more than
+ * reference is the mean of every rate there but the last
+ * TUNE_WATCH_SAMPLES (at first, of the first TUNE_WATCH_SAMPLES), so it
+ * steadies as the watch goes on; when the median of the last
+ * TUNE_WATCH_SAMPLES moves away from it by more than
  * TUNE_DRIFT (a link slowed, another job started: TUNE_DRIFT_SAMPLES of
  * them changed), it searches again from where it is. A median, not a run
  * of samples in a row, so that the noise of single samples (a window holds
@@ -40,7 +42,9 @@ typedef struct {
     int best[TUNE_DIMS];        /* SEARCH: the point of the highest mean rate so far */
     double best_rate;           /* its mean */
     int last_dim, last_dir;     /* the step that last found a better point */
-    double reference;           /* WATCH: the mean of its first rates; 0: not yet */
+    double reference;           /* WATCH: the mean of the rates before the recent ones */
+    double reference_sum;       /* WATCH: their sum */
+    int reference_n;            /* WATCH: and count */
     double recent[TUNE_WATCH_SAMPLES]; /* WATCH: the last rates, oldest overwritten */
     int watched;                /* WATCH: rates fed since it settled */
     int samples;                /* rates fed since this search began */

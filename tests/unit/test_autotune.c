@@ -170,6 +170,37 @@ Test(autotune, a_lucky_sample_does_not_win)
     cr_expect_leq(fed, 20, "%d samples", fed);
 }
 
+/*
+ * The watch's reference steadies: the first five rates at the settled point
+ * came out 10 % high; forty more at its true rate join the reference, so a
+ * dip of three samples 14 % below the true rate (22 % below the first five)
+ * starts no search. A real shift, to 70 %, still starts one in three.
+ */
+Test(autotune, the_reference_steadies)
+{
+    const int n[TUNE_DIMS] = {3, 1, 1}, start[TUNE_DIMS] = {1, 0, 0};
+    tune_search_t s;
+    int fed = 0;
+
+    tune_search_init(&s, n, start);
+    while (s.phase == TUNE_SEARCH && fed++ < 20)
+        tune_search_feed(&s, s.at[0] == 1 ? 1e9 : 5e8);
+    cr_assert_eq(s.phase, TUNE_WATCH);
+    cr_assert_eq(s.at[0], 1);
+    for (int i = 0; i < 5; i++)
+        tune_search_feed(&s, 1.10e9);
+    for (int i = 0; i < 40; i++)
+        tune_search_feed(&s, 1e9);
+    for (int i = 0; i < 3; i++)
+        tune_search_feed(&s, 0.86e9);
+    for (int i = 0; i < 5; i++)
+        tune_search_feed(&s, 1e9);
+    cr_expect_eq(s.phase, TUNE_WATCH, "a dip started a search");
+    for (fed = 0; s.phase == TUNE_WATCH && fed < 10; fed++)
+        tune_search_feed(&s, 0.7e9);
+    cr_expect_eq(fed, TUNE_DRIFT_SAMPLES, "the shift took %d samples to notice", fed);
+}
+
 /* Two searches fed the same rates make the same moves at the same samples. */
 Test(autotune, same_inputs_same_moves)
 {
