@@ -589,6 +589,8 @@ int tl_tcp_iface_auto(const struct ifaddrs *list, const struct sockaddr *first,
  * one of this machine's own addresses; else 0.
  */
 int tl_tcp_iface_on_link(const struct ifaddrs *list, const struct sockaddr *sa);
+/* CHORUS_TCP_IFACES asks for the interfaces to be found (the word "auto"). */
+int tl_tcp_ifaces_auto(const tl_tcp_config_t *cfg);
 
 /*
  * tcp_connect.c: decoders of what arrives from the wire or through the

@@ -166,12 +166,14 @@ static void peer_keep_on_link(const tl_ctx_t *ctx, const struct ifaddrs *ifas,
 chorus_status_t tl_tcp_set_peers(tl_ctx_t *ctx, const void *addrs)
 {
     struct ifaddrs *ifas = NULL;
+    int find;
 
     if (ctx == NULL || addrs == NULL || ctx->peers_set || ctx->fatal != CHORUS_OK) {
         chorus_error("tcp: set_peers: invalid context or addresses, or called twice");
         return CHORUS_ERR_INVALID_ARG;
     }
-    if (strcmp(ctx->cfg.ifaces.s, "auto") == 0 && getifaddrs(&ifas) != 0) {
+    find = tl_tcp_ifaces_auto(&ctx->cfg);
+    if (find && getifaddrs(&ifas) != 0) {
         chorus_warn("rank %d: tcp: CHORUS_TCP_IFACES=auto: getifaddrs failed (%m): every "
                     "peer's streams go to its first address", ctx->rank);
         ifas = NULL;
@@ -200,7 +202,7 @@ chorus_status_t tl_tcp_set_peers(tl_ctx_t *ctx, const void *addrs)
             }
         }
         peer->naddrs = blob.count;
-        if (strcmp(ctx->cfg.ifaces.s, "auto") == 0)
+        if (find)
             peer_keep_on_link(ctx, ifas, peer);
         /* Both ends must take a lane: the fewer of the two counts. */
         peer->nlanes = blob.streams < ctx->streams ? blob.streams : ctx->streams;

@@ -292,9 +292,9 @@ static chorus_status_t tcp_events_open(tl_ctx_t *ctx, const char *host)
     }
     status = tcp_watch(ctx, ctx->timer_fd, TL_TCP_EV_TIMER, 0);
     if (status == CHORUS_OK)
-        status = ctx->cfg.ifaces.s[0] == '\0'            ? tcp_listen(ctx, host)
-                 : strcmp(ctx->cfg.ifaces.s, "auto") == 0 ? tcp_listen_auto(ctx, host)
-                                                          : tcp_listen_ifaces(ctx);
+        status = ctx->cfg.ifaces.s[0] == '\0'   ? tcp_listen(ctx, host)
+                 : tl_tcp_ifaces_auto(&ctx->cfg) ? tcp_listen_auto(ctx, host)
+                                                 : tcp_listen_ifaces(ctx);
     for (int i = 0; status == CHORUS_OK && i < ctx->nlisten; i++)
         status = tcp_watch(ctx, ctx->listen_fd[i], TL_TCP_EV_LISTEN, i);
     return status;

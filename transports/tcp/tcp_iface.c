@@ -127,3 +127,8 @@ int tl_tcp_iface_on_link(const struct ifaddrs *list, const struct sockaddr *sa)
     }
     return on_link;
 }
+
+int tl_tcp_ifaces_auto(const tl_tcp_config_t *cfg)
+{
+    return strcmp(cfg->ifaces.s, "auto") == 0;
+}
