@@ -91,10 +91,26 @@ static chorus_status_t sched_mark_final(coll_sched_t *s)
     return CHORUS_OK;
 }
 
+/* 1 when no step needs the transports' progress: no transfer, and team steps that poll memory. */
+static int sched_is_local(const coll_sched_t *s)
+{
+    for (size_t i = 0; i < s->nsteps; i++) {
+        const coll_step_t *step = &s->steps[i];
+
+        if (step->kind == COLL_STEP_SEND || step->kind == COLL_STEP_RECV ||
+            (step->kind == COLL_STEP_TEAM && !(step->task->flags & CHORUS__TASK_INLINE)))
+            return 0;
+    }
+    return 1;
+}
+
 chorus_status_t coll_sched_bind(coll_sched_t *sched, tl_port_t *port, uint64_t tag_base)
 {
     sched->port = port;
     sched->tag_base = tag_base;
+    /* A call on one rank, for one: the calling thread may run it (request.c). */
+    if (sched_is_local(sched))
+        sched->head.flags |= CHORUS__TASK_INLINE;
     return sched_mark_final(sched);
 }
 

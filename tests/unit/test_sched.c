@@ -684,6 +684,47 @@ Test(sched, local_steps)
     coll_sched_finalize(&s);
 }
 
+/*
+ * A call on one rank moves nothing over the network: its schedule needs no
+ * transport's progress, so the calling thread may run it (request.c). A
+ * schedule with a transfer does.
+ */
+Test(sched, local_schedules_run_inline)
+{
+    const coll_alg_t *const flat[] = {
+        &coll_ring_allreduce, &coll_rd_allreduce, &coll_rabenseifner_allreduce,
+        &coll_ring_allgather, &coll_ring_reduce_scatter, &coll_binomial_broadcast,
+        &coll_chain_broadcast, &coll_binomial_reduce, &coll_pairwise_alltoall,
+        &coll_dissemination_barrier};
+    static const coll_env_t one = {.nranks = 1};
+    float in[7] = {1, 2, 3, 4, 5, 6, 7}, out[7];
+    coll_sched_t s;
+    static char a[8];
+
+    for (size_t i = 0; i < sizeof(flat) / sizeof(flat[0]); i++) {
+        coll_args_t args = {.coll = flat[i]->coll, .sendbuf = in, .recvbuf = out, .count = 7,
+                            .dtype = CHORUS_FLOAT32, .op = CHORUS_SUM, .rank = 0, .size = 1,
+                            .chunk_bytes = SMALL_CHUNK};
+
+        memset(out, 0, sizeof(out));
+        coll_sched_init(&s, args.dtype, args.op, 1);
+        cr_assert_eq(flat[i]->build(&args, &one, &s), CHORUS_OK, "%s", flat[i]->name);
+        cr_assert_eq(stall_progress(&s), 1, "%s %s", coll_type_name(args.coll), flat[i]->name);
+        cr_assert(s.head.flags & CHORUS__TASK_INLINE, "%s %s on one rank is not inline",
+                  coll_type_name(args.coll), flat[i]->name);
+        if (args.coll != COLL_BARRIER)
+            cr_assert_eq(memcmp(out, in, sizeof(in)), 0, "%s", flat[i]->name);
+        coll_sched_finalize(&s);
+    }
+
+    stall_status = CHORUS_OK;
+    coll_sched_init(&s, CHORUS_UINT8, CHORUS_SUM, 2);
+    cr_assert_eq(coll_sched_send(&s, 1, 0, a, 8, NULL, 0), 0);
+    coll_sched_bind(&s, &stall_port, 0);
+    cr_assert_not(s.head.flags & CHORUS__TASK_INLINE);
+    coll_sched_finalize(&s);
+}
+
 Test(sched, invalid_arguments)
 {
     coll_sched_t s;
