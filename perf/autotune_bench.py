@@ -114,7 +114,8 @@ def grid(a, rates, path):
         w.writerow(["bucket_mib", "cycle_ms", "streams", "median_step_ms"])
         for i, (b, c, s) in enumerate(points):
             js = os.path.join(a.out, "grid-point.json")
-            testbed(a, rates, {"CHORUS_TCP_STREAMS": str(s)},
+            # A grid point is fixed: the autotuner, on by default, would tune the streams.
+            testbed(a, rates, {"CHORUS_TCP_STREAMS": str(s), "CHORUS_AUTOTUNE": "0"},
                     ["--bucket-bytes", "%dM" % b, "--cycle-ms", "%g" % c,
                      "--steps", str(a.grid_steps), "--warmup", "2", "--json", js], 120)
             with open(js) as jf:

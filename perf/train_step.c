@@ -117,9 +117,10 @@ static const char ts_usage_text[] =
     "                     does, and as CHORUS_AUTOTUNE needs to measure it); no\n"
     "                     exposed, hidden or speedup figures\n"
     "  --bucket-bytes B   the engine's bucket size: bytes, or with K, M, G (powers of\n"
-    "                     1024); 0: CHORUS_BUCKET_BYTES or its default (default 0)\n"
-    "  --cycle-ms MS      the engine's negotiation period; 0: CHORUS_CYCLE_MS or its\n"
-    "                     default (default 0)\n"
+    "                     1024); 0: CHORUS_BUCKET_BYTES, or the default that\n"
+    "                     CHORUS_AUTOTUNE tunes (default 0); a value given is kept\n"
+    "  --cycle-ms MS      the engine's negotiation period; 0: CHORUS_CYCLE_MS, or the\n"
+    "                     default that CHORUS_AUTOTUNE tunes (default 0)\n"
     "  --uniform N:BYTES  instead of ResNet-50, N tensors (1 to 4096) of BYTES each\n"
     "                     (a multiple of 4; K, M, G), as in 1000:4K\n"
     "  --json FILE        also write the results as JSON to FILE (rank 0)\n"
@@ -839,8 +840,8 @@ static void ts_print_heading(ts_ctx_t *c)
            o->compute_ms, o->sleep ? "clock_nanosleep" : "busy-wait");
     printf("# order: %s\n", ts_order_text(o));
     printf("# engine: bucket_bytes %zu%s, cycle_ms %g%s\n", o->bucket_bytes,
-           o->bucket_bytes ? "" : " (CHORUS_BUCKET_BYTES or default)", o->cycle_ms,
-           o->cycle_ms > 0 ? "" : " (CHORUS_CYCLE_MS or default)");
+           o->bucket_bytes ? "" : " (CHORUS_BUCKET_BYTES, or the default or tuned)",
+           o->cycle_ms, o->cycle_ms > 0 ? "" : " (CHORUS_CYCLE_MS, or the default or tuned)");
     printf("# %d steps after %d warmup, %s; a step's time is the slowest rank's\n", o->steps,
            o->warmup, o->engine_only ? "the engine alone in each (--engine-only)"
                                      : "the modes in turn in each");

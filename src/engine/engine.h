@@ -144,6 +144,7 @@ struct chorus_engine {
 
     /* CHORUS_AUTOTUNE (engine_tune.c): the engine thread's only */
     tune_search_t *tune;        /* NULL: off */
+    unsigned tune_keep;         /* ENGINE_KEEP_*: settings chosen by the user on some rank */
     double tune_window_s;       /* seconds per sample, at least */
     uint64_t tune_round;        /* training rounds begun: a name taken again starts one */
     uint64_t tune_round_seen;   /* tune_round at the last look */
@@ -213,11 +214,17 @@ void engine_sub_finish(engine_sub_t *sub, chorus_status_t status);
 
 /* ---- the autotuner (engine_tune.c) ----------------------------------------- */
 
+/* A setting the user chose (in opts or the environment), which the autotuner keeps. */
+#define ENGINE_KEEP_BUCKET 1u
+#define ENGINE_KEEP_CYCLE 2u
+
 /* Ready tuning when cfg asks for it (its settings checked, its log opened). */
 chorus_status_t engine_tune_init(chorus_engine_t engine, const engine_config_t *cfg);
 /*
  * Start the search, once the ranks agreed on the fewest network streams any
- * opens: bucket size and cycle move to the grid's point nearest them.
+ * opens and on the settings to keep (engine->tune_keep, chosen on any
+ * rank): the others move to the grid's point nearest them. With nothing
+ * left to tune, the autotuner stops here.
  */
 void engine_tune_start(chorus_engine_t engine, int streams);
 /* e, of bytes, goes into a bucket on every rank in this cycle (engine lock held). */

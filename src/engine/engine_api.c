@@ -44,12 +44,20 @@ static int engine_settings(chorus_engine_t engine, const chorus_engine_opts_t *o
     }
     engine->bucket_bytes = cfg.bucket_bytes;
     engine->cycle_s = cfg.cycle_ms / 1000.0;
+    if (chorus__config_given(&engine_config_table, offsetof(engine_config_t, bucket_bytes)))
+        engine->tune_keep |= ENGINE_KEEP_BUCKET;
+    if (chorus__config_given(&engine_config_table, offsetof(engine_config_t, cycle_ms)))
+        engine->tune_keep |= ENGINE_KEEP_CYCLE;
     if (covered >= offsetof(chorus_engine_opts_t, bucket_bytes) + sizeof(size_t) &&
-        opts->bucket_bytes != 0)
+        opts->bucket_bytes != 0) {
         engine->bucket_bytes = opts->bucket_bytes;
+        engine->tune_keep |= ENGINE_KEEP_BUCKET;
+    }
     if (covered >= offsetof(chorus_engine_opts_t, cycle_ms) + sizeof(double) &&
-        opts->cycle_ms != 0)
+        opts->cycle_ms != 0) {
         engine->cycle_s = opts->cycle_ms / 1000.0;
+        engine->tune_keep |= ENGINE_KEEP_CYCLE;
+    }
     if (!chorus__mem_fits(NULL, engine->bucket_bytes) ||
         !chorus__mem_under_limit(engine->bucket_bytes)) {
         snprintf(why, why_len, "bucket_bytes=%zu does not fit in this process's memory",
@@ -72,17 +80,20 @@ static int engine_settings(chorus_engine_t engine, const chorus_engine_opts_t *o
  * Every rank's word on the engine: whether its arguments were good, its
  * bucket size, which must be the same everywhere (buckets are cut alike),
  * its autotuner's window (0: off), which must be too (samples are
- * collectives of their own), and the network streams per peer it opens, of
- * which the autotuner may use as many as the rank that opens fewest.
+ * collectives of their own), the network streams per peer it opens, of
+ * which the autotuner may use as many as the rank that opens fewest, and
+ * the settings its user chose: one rank's choice keeps a setting on every
+ * rank, so that the search has the same dimensions everywhere.
  */
 static chorus_status_t engine_agree(chorus_engine_t engine, int valid, int *streams_p)
 {
-    enum { WORDS = 4 };
+    enum { WORDS = 5 };
     uint64_t mine[WORDS] = {(uint64_t)valid, engine->bucket_bytes,
                             engine->tune != NULL ? (uint64_t)(engine->tune_window_s * 1e6) : 0,
-                            (uint64_t)chorus__ctx_net_streams(engine->comm->ctx, 0)},
+                            (uint64_t)chorus__ctx_net_streams(engine->comm->ctx, 0),
+                            engine->tune_keep},
              *all;
-    uint64_t fewest = UINT64_MAX;
+    uint64_t fewest = UINT64_MAX, keep = 0;
     chorus_status_t status;
 
     all = malloc((size_t)engine->size * sizeof(mine));
@@ -110,8 +121,10 @@ static chorus_status_t engine_agree(chorus_engine_t engine, int valid, int *stre
         }
         if (theirs[3] < fewest)
             fewest = theirs[3];
+        keep |= theirs[4];
     }
     free(all);
+    engine->tune_keep = (unsigned)keep;
     *streams_p = fewest >= 1 && fewest <= TUNE_VALUES_MAX ? (int)fewest : 1;
     return status;
 }

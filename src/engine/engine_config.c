@@ -15,13 +15,15 @@ static const chorus__config_var_t engine_vars[] = {
      "worth is waiting; cycles with nothing waiting anywhere stretch up to 8 times; "
      "chorus_engine_opts_t.cycle_ms overrides it",
      chorus__config_parse_double, offsetof(engine_config_t, cycle_ms)},
-    {"CHORUS_AUTOTUNE", "0",
+    {"CHORUS_AUTOTUNE", "1",
      "training engine: tune the bucket size (1-64 MiB), the cycle time (0.5-8 ms) and the "
      "TCP streams per peer payload is dealt to (1 to CHORUS_TCP_STREAMS) while it runs, "
      "from the rate its buckets move, the same on every rank (the slowest rank's figure, "
      "agreed in the negotiation); it keeps watching and searches again when the rate "
-     "drifts by more than 20 % (the median of five windows); every rank must use the same "
-     "value",
+     "drifts by more than 20 % (the median of five windows); a bucket size or cycle time "
+     "the user set (CHORUS_BUCKET_BYTES, CHORUS_CYCLE_MS or chorus_engine_opts_t, on any "
+     "rank) is kept as set and not tuned; 0: the settings stay as set or default; every "
+     "rank must use the same value",
      chorus__config_parse_bool, offsetof(engine_config_t, autotune)},
     {"CHORUS_AUTOTUNE_WINDOW_MS", "500",
      "training engine, CHORUS_AUTOTUNE: milliseconds of work per sample of the rate, at "

@@ -92,19 +92,39 @@ chorus_status_t engine_tune_init(chorus_engine_t engine, const engine_config_t *
     return CHORUS_OK;
 }
 
+/* The engine takes the search's point at: the settings it tunes, and the streams. */
+static void tune_take(chorus_engine_t engine, const int at[TUNE_DIMS])
+{
+    pthread_mutex_lock(&engine->lock);
+    if (!(engine->tune_keep & ENGINE_KEEP_BUCKET))
+        engine->bucket_bytes = tune_buckets[at[0]];
+    if (!(engine->tune_keep & ENGINE_KEEP_CYCLE))
+        engine->cycle_s = tune_cycles_ms[at[1]] / 1000.0;
+    pthread_mutex_unlock(&engine->lock);
+    chorus__ctx_net_streams(engine->comm->ctx, at[2] + 1);
+}
+
 void engine_tune_start(chorus_engine_t engine, int streams)
 {
-    int n[TUNE_DIMS] = {NBUCKETS, NCYCLES, streams};
-    int start[TUNE_DIMS] = {nearest_bucket(engine->bucket_bytes),
-                            nearest(tune_cycles_ms, NCYCLES, engine->cycle_s * 1000.0),
-                            streams - 1};
+    int keep_bucket = (engine->tune_keep & ENGINE_KEEP_BUCKET) != 0;
+    int keep_cycle = (engine->tune_keep & ENGINE_KEEP_CYCLE) != 0;
+    /* A kept setting is a dimension of one value: the search never moves along it. */
+    int n[TUNE_DIMS] = {keep_bucket ? 1 : NBUCKETS, keep_cycle ? 1 : NCYCLES, streams};
+    int start[TUNE_DIMS] = {
+        keep_bucket ? 0 : nearest_bucket(engine->bucket_bytes),
+        keep_cycle ? 0 : nearest(tune_cycles_ms, NCYCLES, engine->cycle_s * 1000.0),
+        streams - 1};
 
     if (engine->tune == NULL)
         return;
+    if (n[0] * n[1] * n[2] == 1) {
+        chorus_debug("rank %d: autotune: bucket size and cycle time set by the user, one "
+                     "network stream: nothing to tune", engine->rank);
+        engine_tune_free(engine);
+        return;
+    }
     /* The grid's point nearest the settings, with all the streams opened, as without it. */
-    engine->bucket_bytes = tune_buckets[start[0]];
-    engine->cycle_s = tune_cycles_ms[start[1]] / 1000.0;
-    chorus__ctx_net_streams(engine->comm->ctx, streams);
+    tune_take(engine, start);
     tune_search_init(engine->tune, n, start);
     engine->tune_t0 = engine->tune_mark_t = chorus__now();
 }
@@ -145,13 +165,9 @@ static void tune_move(chorus_engine_t engine, const tune_search_t *s, tune_phase
                                                  : "trying";
     char text[160];
 
-    pthread_mutex_lock(&engine->lock);
-    engine->bucket_bytes = tune_buckets[s->at[0]];
-    engine->cycle_s = tune_cycles_ms[s->at[1]] / 1000.0;
-    pthread_mutex_unlock(&engine->lock);
-    chorus__ctx_net_streams(engine->comm->ctx, s->at[2] + 1);
+    tune_take(engine, s->at);
     snprintf(text, sizeof(text), "%s buckets of %zu bytes every %g ms, %d streams (last "
-             "sample %.0f bytes/s)", what, tune_buckets[s->at[0]], tune_cycles_ms[s->at[1]],
+             "sample %.0f bytes/s)", what, engine->bucket_bytes, engine->cycle_s * 1000.0,
              s->at[2] + 1, rate);
     chorus_debug("rank %d: autotune: %s", engine->rank, text);
     if (engine->comm->ctx->trace != NULL)
@@ -195,7 +211,7 @@ chorus_status_t engine_tune_cycle(chorus_engine_t engine)
     if (engine->tune_log != NULL)
         fprintf(engine->tune_log, "%llu,%.6f,%zu,%g,%d,%.0f,%s,%llu\n",
                 (unsigned long long)engine->counters.cycles, now - engine->tune_t0,
-                tune_buckets[s->at[0]], tune_cycles_ms[s->at[1]], s->at[2] + 1, agreed[1],
+                engine->bucket_bytes, engine->cycle_s * 1000.0, s->at[2] + 1, agreed[1],
                 s->phase == TUNE_SEARCH ? "search" : "watch", (unsigned long long)rounds);
     was_phase = s->phase;
     if (tune_search_feed(s, agreed[1]) || s->phase != was_phase)

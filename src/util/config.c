@@ -116,6 +116,19 @@ chorus_status_t chorus__config_read(const chorus__config_table_t *table, void *o
     return CHORUS_OK;
 }
 
+int chorus__config_given(const chorus__config_table_t *table, size_t offset)
+{
+    for (size_t i = 0; i < table->count; i++) {
+        const char *text;
+
+        if (table->vars[i].offset != offset)
+            continue;
+        text = getenv(table->vars[i].name);
+        return text != NULL && *text != '\0';
+    }
+    return 0;
+}
+
 /* Escape text for roff: a leading dot or quote, and backslashes. */
 static void print_roff(FILE *out, const char *text)
 {

@@ -49,6 +49,12 @@ chorus_status_t chorus__config_parse_string(const char *text, void *field); /* c
  */
 chorus_status_t chorus__config_read(const chorus__config_table_t *table, void *obj);
 
+/*
+ * 1 when the environment sets the variable of table that fills the field at
+ * offset (a value the user chose, not the default), else 0.
+ */
+int chorus__config_given(const chorus__config_table_t *table, size_t offset);
+
 /* Print every variable of tables (NULL-terminated) with its default and help: as text, or as man(7) source. */
 void chorus__config_print(FILE *out, const chorus__config_table_t *const *tables, int as_man);
 

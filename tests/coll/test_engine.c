@@ -274,7 +274,12 @@ typedef struct {
     char log[64];               /* CHORUS_AUTOTUNE_LOG */
     char trace[64];             /* CHORUS_TRACE's prefix */
     int streams;                /* CHORUS_TCP_STREAMS: the most the tuner may use */
+    size_t bucket_bytes;        /* chorus_engine_opts_t.bucket_bytes on every rank (0: none) */
+    int cycle_rank;             /* the rank that sets CHORUS_CYCLE_MS (-1: none) */
 } autotuned_arg_t;
+
+/* CHORUS_CYCLE_MS where autotuned_arg_t.cycle_rank sets it: off the tuner's grid. */
+#define KEPT_CYCLE_MS 3.0
 
 /* Moves of the autotuner in each of nranks' traces (removed after): the fewest any has. */
 static int trace_autotune_moves(const char *prefix, int nranks)
@@ -305,19 +310,24 @@ static int trace_autotune_moves(const char *prefix, int nranks)
  * rank 0's log has a header, samples, more than one bucket size tried,
  * stream counts from 1 to the most opened, more than one of them when that
  * is more than one, and samples that began and ended with a round (the same
- * names submitted again); every rank's trace shows the moves.
+ * names submitted again); every rank's trace shows the moves. A bucket size
+ * the ranks set, and a cycle time one rank sets, stay as set in every
+ * sample (rank 0's own cycle time, when another rank set its).
  */
 static int autotuned_rank(chorus_comm_t comm, int rank, int size, void *arg)
 {
     const autotuned_arg_t *a = arg;
     const char *log = a->log;
     chorus_engine_t engine;
-    int rc = engine_with(comm, 0, &engine);
+    int rc;
     char line[256], header[256];
     size_t sizes[AUTOTUNE_LOG_MAX];
     int nsizes = 0, rows = 0, streams_seen = 0, round_rows = 0;
     FILE *f;
 
+    if (rank == a->cycle_rank)
+        setenv("CHORUS_CYCLE_MS", "3", 1);
+    rc = engine_with(comm, a->bucket_bytes, &engine);
     for (int round = 0; round < 40 && rc == RC_OK; round++)
         rc = run_round(engine, rank, size, 0, 64, round, 0);
     if (engine != NULL && chorus_engine_destroy(engine) != CHORUS_OK && rc == RC_OK)
@@ -344,6 +354,12 @@ static int autotuned_rank(chorus_comm_t comm, int rank, int size, void *arg)
             (strcmp(phase, "search") != 0 && strcmp(phase, "watch") != 0)) {
             fprintf(stderr, "rank 0: autotune log line %d malformed: %s", rows + 2, line);
             rc = RC_RESULT;
+        } else if ((a->bucket_bytes != 0 && bucket != a->bucket_bytes) ||
+                   (a->cycle_rank >= 0 &&
+                    cycle_ms != (a->cycle_rank == 0 ? KEPT_CYCLE_MS : 1.0))) {
+            fprintf(stderr, "rank 0: autotune log line %d: a setting the user chose was "
+                    "tuned: %s", rows + 2, line);
+            rc = RC_RESULT;
         }
         for (int i = 0; i < nsizes; i++)
             known |= sizes[i] == bucket;
@@ -355,7 +371,7 @@ static int autotuned_rank(chorus_comm_t comm, int rank, int size, void *arg)
         }
         rows++;
     }
-    if (rc == RC_OK && (rows < 3 || nsizes < 2 || round_rows == 0 ||
+    if (rc == RC_OK && (rows < 3 || (a->bucket_bytes == 0 && nsizes < 2) || round_rows == 0 ||
                         (a->streams > 1 && (streams_seen & (streams_seen - 1)) == 0))) {
         fprintf(stderr, "rank 0: autotune log: %d samples (%d of whole rounds), %d bucket "
                 "sizes, streams seen %#x\n", rows, round_rows, nsizes, streams_seen);
@@ -367,9 +383,12 @@ static int autotuned_rank(chorus_comm_t comm, int rank, int size, void *arg)
     return rc;
 }
 
-static void autotuned_run(int streams, const char *what)
+/* by_default: CHORUS_AUTOTUNE left unset. */
+static void autotuned_run(int streams, size_t bucket_bytes, int cycle_rank, int by_default,
+                          const char *what)
 {
-    autotuned_arg_t a = {.log = "/tmp/chorus-autotune-XXXXXX", .streams = streams};
+    autotuned_arg_t a = {.log = "/tmp/chorus-autotune-XXXXXX", .streams = streams,
+                         .bucket_bytes = bucket_bytes, .cycle_rank = cycle_rank};
     char streams_s[8];
     int fd = mkstemp(a.log);
 
@@ -378,7 +397,8 @@ static void autotuned_run(int streams, const char *what)
     unlink(a.log);
     snprintf(a.trace, sizeof(a.trace), "%s-trace", a.log);
     snprintf(streams_s, sizeof(streams_s), "%d", streams);
-    setenv("CHORUS_AUTOTUNE", "1", 1);
+    if (!by_default)
+        setenv("CHORUS_AUTOTUNE", "1", 1);
     setenv("CHORUS_AUTOTUNE_WINDOW_MS", "5", 1);
     setenv("CHORUS_AUTOTUNE_LOG", a.log, 1);
     setenv("CHORUS_TCP_STREAMS", streams_s, 1);
@@ -396,13 +416,74 @@ static void autotuned_run(int streams, const char *what)
 
 Test(engine, autotuned, .timeout = 120)
 {
-    autotuned_run(1, "autotuned");
+    autotuned_run(1, 0, -1, 0, "autotuned");
 }
 
 /* Three TCP streams per peer opened: the tuner tries more than one count of them. */
 Test(engine, autotuned_streams, .timeout = 120)
 {
-    autotuned_run(3, "autotuned over streams");
+    autotuned_run(3, 0, -1, 0, "autotuned over streams");
+}
+
+/*
+ * On by default, it keeps what the user set: the bucket size given to every
+ * rank, and the cycle time that one rank's environment sets (so that the
+ * search has the same dimensions on every rank); it tunes the streams.
+ */
+Test(engine, autotune_keeps_user_settings, .timeout = 120)
+{
+    autotuned_run(3, 3u << 20, 2, 1, "autotuned, keeping the bucket and rank 2's cycle");
+    autotuned_run(3, 3u << 20, 0, 1, "autotuned, keeping the bucket and rank 0's cycle");
+}
+
+/* Bucket size and cycle time set, one stream: nothing to tune, no sample taken. */
+static int nothing_to_tune_rank(chorus_comm_t comm, int rank, int size, void *arg)
+{
+    const char *log = arg;
+    chorus_engine_opts_t opts = CHORUS_ENGINE_OPTS_INIT;
+    chorus_engine_t engine = NULL;
+    char line[256];
+    int rc = RC_OK, rows = 0;
+    FILE *f;
+
+    opts.bucket_bytes = 1u << 20;
+    opts.cycle_ms = 2;
+    if (chorus_engine_create(comm, &opts, &engine) != CHORUS_OK)
+        return RC_SETUP;
+    for (int round = 0; round < 10 && rc == RC_OK; round++)
+        rc = run_round(engine, rank, size, 0, 16, round, 0);
+    if (chorus_engine_destroy(engine) != CHORUS_OK && rc == RC_OK)
+        rc = RC_STATUS;
+    if (rc != RC_OK || rank != 0)
+        return rc;
+    f = fopen(log, "r");
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL)
+        rows++;
+    if (f != NULL)
+        fclose(f);
+    if (rows > 1) {
+        fprintf(stderr, "rank 0: %d samples with nothing to tune\n", rows - 1);
+        rc = RC_RESULT;
+    }
+    return rc;
+}
+
+Test(engine, autotune_with_nothing_to_tune, .timeout = 60)
+{
+    char log[64] = "/tmp/chorus-autotune-XXXXXX";
+    int fd = mkstemp(log);
+
+    cr_assert_geq(fd, 0);
+    close(fd);
+    unlink(log);
+    setenv("CHORUS_AUTOTUNE_WINDOW_MS", "1", 1);
+    setenv("CHORUS_AUTOTUNE_LOG", log, 1);
+    setenv("CHORUS_TCP_STREAMS", "1", 1);
+    run_ranks(3, nothing_to_tune_rank, log, 50, "the autotuner with nothing to tune");
+    unsetenv("CHORUS_AUTOTUNE_WINDOW_MS");
+    unsetenv("CHORUS_AUTOTUNE_LOG");
+    unsetenv("CHORUS_TCP_STREAMS");
+    unlink(log);
 }
 
 /* The autotuner on some ranks only: every rank's create fails, none hangs. */
