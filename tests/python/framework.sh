@@ -3,7 +3,7 @@
 # package in front of whatever that Python has installed.
 #
 #   framework_python CHORUS_TORCH_PYTHON torch   # sets PY, here, top; exports CHORUS_LIB,
-#                                                # PYTHONPATH
+#                                                # PYTHONPATH, TMPDIR (= $TMP)
 #   run_ranks N PROGRAM ARGS...                  # PY PROGRAM under chorus-run -n N
 framework_python() {
     eval "PY=\${$1:-}"
@@ -19,7 +19,10 @@ framework_python() {
     top=$(cd "$here/../.." && pwd)
     CHORUS_LIB=$CHORUS_LIB_BUILT
     PYTHONPATH=$CHORUS_PYTHON_SRC${PYTHONPATH:+:$PYTHONPATH}
-    export CHORUS_LIB PYTHONPATH
+    # The frameworks' own temporary files (TensorFlow's autograph writes a module per
+    # traced function) go to the test's scratch folder, which is removed on exit.
+    TMPDIR=$TMP
+    export CHORUS_LIB PYTHONPATH TMPDIR
 }
 
 # Runs $PY PROGRAM under chorus-run -n N into $TMP/out; prints its last line, or its tail
