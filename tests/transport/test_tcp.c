@@ -11,6 +11,7 @@
 
 #include <arpa/inet.h>
 #include <endian.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -91,9 +92,15 @@ typedef struct {
     const char *streams;        /* CHORUS_TCP_STREAMS of every rank */
     const char *streams_0;      /* ... but rank 0's */
     int streams_use;            /* every rank bounds the streams it deals to (ops->streams) */
+    const char *ifaces;         /* CHORUS_TCP_IFACES of every rank */
+    int dead_addr;              /* DEAD_*: every rank publishes its second address so */
 } run_opts_t;
 
-static const run_opts_t defaults = {2, 10.0, -1, -1, -1, NULL, NULL, NULL, NULL, 0};
+/* A published second address that refuses connections, or never answers. */
+enum { DEAD_NONE = 0, DEAD_REFUSES, DEAD_SILENT };
+
+static const run_opts_t defaults = {2, 10.0, -1, -1, -1, NULL, NULL, NULL, NULL, 0, NULL,
+                                    DEAD_NONE};
 
 /* ---- helpers used inside rank processes ----------------------------------- */
 
@@ -184,6 +191,36 @@ static const tl_tcp_stats_t *tcp_stats(rank_env_t *env)
 
 /* ---- the rank launcher ----------------------------------------------------- */
 
+/*
+ * A loopback port for the DEAD_* cases, open while the rank lives: nothing
+ * listens there (a connection is refused), or a listener whose queue is
+ * full (the SYN is dropped: the connection never answers).
+ */
+static int dead_port(int how, char port[8])
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(sa);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+        getsockname(fd, (struct sockaddr *)&sa, &len) != 0)
+        return -1;
+    snprintf(port, 8, "%u", ntohs(sa.sin_port));
+    if (how == DEAD_REFUSES)
+        return close(fd);
+    if (listen(fd, 0) != 0)
+        return -1;
+    /* Fill the queue that nobody accepts from; later SYNs are dropped. */
+    for (int i = 0; i < 4; i++) {
+        int c = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+
+        if (c < 0 || (connect(c, (struct sockaddr *)&sa, sizeof(sa)) != 0 &&
+                      errno != EINPROGRESS))
+            return -1;
+    }
+    return 0;
+}
+
 static int rank_main(const tl_ops_t *ops, const run_opts_t *o, shared_t *sh, int rank,
                      rank_fn_t fn)
 {
@@ -204,6 +241,8 @@ static int rank_main(const tl_ops_t *ops, const run_opts_t *o, shared_t *sh, int
         setenv("CHORUS_TCP_WINDOW", o->window, 1);
     if (o->streams != NULL)
         setenv("CHORUS_TCP_STREAMS", rank == 0 && o->streams_0 ? o->streams_0 : o->streams, 1);
+    if (o->ifaces != NULL)
+        setenv("CHORUS_TCP_IFACES", o->ifaces, 1);
     CHECK(ops->ctx_create(&params, &env->ctx) == CHORUS_OK);
     /* The bound takes what it is given up to what the rank opens, which it returns. */
     CHECK(ops->streams(env->ctx, 0) == (o->streams != NULL ? env->ctx->streams : 1));
@@ -214,6 +253,12 @@ static int rank_main(const tl_ops_t *ops, const run_opts_t *o, shared_t *sh, int
     CHECK(ops->get_address(env->ctx, sh->addrs + (size_t)rank * TL_ADDR_MAX, &len) ==
           CHORUS_OK);
     CHECK(len > 0 && len <= TL_ADDR_MAX);
+    if (o->dead_addr != DEAD_NONE) {
+        tl_tcp_blob_t *blob = (tl_tcp_blob_t *)(sh->addrs + (size_t)rank * TL_ADDR_MAX);
+
+        CHECK(blob->count >= 2);
+        CHECK(dead_port(o->dead_addr, blob->addr[1].port) == 0);
+    }
     pthread_barrier_wait(&sh->barrier);
     if (rank != o->idle_rank) {
         double t0 = chorus__now();
@@ -1316,6 +1361,31 @@ TL_TEST(streams_unequal, body_streams, o.size = 3, o.streams = "2", o.streams_0 
 TL_TEST(streams_one_side, body_streams, o.streams = "1", o.streams_0 = "8")
 
 /*
+ * A peer's second address does not lead to it from here: the lanes dealt
+ * to it are dialled again at its first address, and the streams test runs
+ * exact over every lane; every pair of ranks dialled again at least once
+ * (the rank that dials the lanes counts it).
+ */
+static int body_lane_fallback(rank_env_t *env)
+{
+    long pairs = env->size * (env->size - 1) / 2, total = 0;
+
+    CHECK(body_streams(env) == 0);
+    env->sh->board[env->rank] = (long)env->ctx->stats.lane_fallbacks;
+    sync_ranks(env);
+    for (int r = 0; r < env->size; r++)
+        total += env->sh->board[r];
+    CHECK(total >= pairs);
+    sync_ranks(env);
+    return 0;
+}
+
+TL_TEST(lane_fallback_refused, body_lane_fallback, o.size = 3, o.streams = "2",
+        o.ifaces = "127.0.0.1,lo", o.dead_addr = DEAD_REFUSES)
+TL_TEST(lane_fallback_silent, body_lane_fallback, o.streams = "3",
+        o.ifaces = "127.0.0.1,lo", o.dead_addr = DEAD_SILENT)
+
+/*
  * A lane closed in the middle of a 64 MiB transfer: both ranks fail the
  * transfer with PEER_FAILED within a second, and never hang.
  */
@@ -1488,13 +1558,21 @@ Test(transport, tcp_streams_config)
     cr_expect(blob.count == 2 && blob.streams == 5);
     tl_tcp_ops.ctx_destroy(ctx);
     unsetenv("CHORUS_TCP_STREAMS");
-    /* auto on a loopback bootstrap: the ranks share a machine, one address and stream. */
-    setenv("CHORUS_TCP_IFACES", "auto", 1);
-    cr_assert_eq(tl_tcp_ops.ctx_create(&ok, &ctx), CHORUS_OK);
-    cr_assert_eq(tl_tcp_ops.get_address(ctx, &blob, &len), CHORUS_OK);
-    cr_expect(blob.count == 1 && blob.streams == 1);
-    cr_expect_str_eq(blob.addr[0].host, "127.0.0.1");
-    tl_tcp_ops.ctx_destroy(ctx);
+    /* auto (the default) on a loopback bootstrap: the ranks share a machine, one address
+       and stream; bootstrap: that address alone, whatever the machine. */
+    for (int i = 0; i < 3; i++) {
+        static const char *const how[] = {"auto", NULL, "bootstrap"};
+
+        if (how[i] != NULL)
+            setenv("CHORUS_TCP_IFACES", how[i], 1);
+        else
+            unsetenv("CHORUS_TCP_IFACES");
+        cr_assert_eq(tl_tcp_ops.ctx_create(&ok, &ctx), CHORUS_OK);
+        cr_assert_eq(tl_tcp_ops.get_address(ctx, &blob, &len), CHORUS_OK);
+        cr_expect(blob.count == 1 && blob.streams == 1, "%s", how[i] ? how[i] : "default");
+        cr_expect_str_eq(blob.addr[0].host, "127.0.0.1");
+        tl_tcp_ops.ctx_destroy(ctx);
+    }
     unsetenv("CHORUS_TCP_IFACES");
 }
 

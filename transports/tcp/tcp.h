@@ -247,6 +247,8 @@ typedef struct {
     uint32_t events;
     tl_tcp_hs_t hs;             /* connector: the lane's handshake */
     double deadline;            /* connector: the lane must be up by then */
+    int addr;                   /* connector: the peer's address it dials (peer->sa) */
+    double try_until;           /* connector: a further address must answer by then */
     tl_tcp_tx_t tx;
     tl_tcp_rate_t rate;
     tl_tcp_hdr_t rx_hdr;
@@ -323,6 +325,7 @@ typedef struct {
     uint64_t credit_sent;       /* CREDIT frames written */
     uint64_t credit_recv;
     uint64_t collisions;        /* both connected at once: attempts yielded or given up here */
+    uint64_t lane_fallbacks;    /* lanes dialled again at a peer's first address */
     uint64_t lane_bytes[TL_TCP_STREAMS_MAX]; /* RDATA payload bytes written on each lane */
     size_t ue_bytes;            /* bytes allocated for unexpected messages, cache included */
     size_t ue_peak;             /* the most ue_bytes ever was */
@@ -589,8 +592,10 @@ int tl_tcp_iface_auto(const struct ifaddrs *list, const struct sockaddr *first,
  * one of this machine's own addresses; else 0.
  */
 int tl_tcp_iface_on_link(const struct ifaddrs *list, const struct sockaddr *sa);
-/* CHORUS_TCP_IFACES asks for the interfaces to be found (the word "auto"). */
+/* CHORUS_TCP_IFACES asks for the interfaces to be found (the word "auto", the default). */
 int tl_tcp_ifaces_auto(const tl_tcp_config_t *cfg);
+/* CHORUS_TCP_IFACES asks for the bootstrap's address alone (the word "bootstrap"). */
+int tl_tcp_ifaces_bootstrap(const tl_tcp_config_t *cfg);
 
 /*
  * tcp_connect.c: decoders of what arrives from the wire or through the

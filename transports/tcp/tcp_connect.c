@@ -321,14 +321,23 @@ static int hs_gone(tl_ctx_t *ctx, tl_tcp_peer_t *peer, const char *what, int err
     return tl_tcp_peer_fail(ctx, peer, CHORUS_ERR_PEER_FAILED);
 }
 
-/*
- * A socket for lane's connection to the peer, to the peer's addresses in
- * turn, on its way: 0, or the completions of failing the peer.
- */
-static int hs_open(tl_ctx_t *ctx, tl_tcp_peer_t *peer, tl_tcp_hs_t *hs, int lane)
-{
-    int a = lane % peer->naddrs;
+static int hs_lost(tl_ctx_t *ctx, tl_tcp_peer_t *peer, tl_tcp_hs_t *hs, const char *what,
+                   int err);
 
+/* Seconds a lane waits for a further address of a peer to answer before it dials the first. */
+#define TL_TCP_LANE_TRY_S 3.0
+
+static double lane_try_s(double timeout_s)
+{
+    return timeout_s / 2 < TL_TCP_LANE_TRY_S ? timeout_s / 2 : TL_TCP_LANE_TRY_S;
+}
+
+/*
+ * A socket for lane's connection to the peer's address a on its way: 0, or
+ * the completions of failing the peer.
+ */
+static int hs_open(tl_ctx_t *ctx, tl_tcp_peer_t *peer, tl_tcp_hs_t *hs, int lane, int a)
+{
     hs->fd = socket(peer->sa[a].ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (hs->fd < 0) {
         chorus_error("rank %d: tcp: socket() for peer %d failed: %m", ctx->rank, peer->rank);
@@ -339,10 +348,11 @@ static int hs_open(tl_ctx_t *ctx, tl_tcp_peer_t *peer, tl_tcp_hs_t *hs, int lane
     hs->lane = lane;
     hs->done = 0;
     hs->state = TL_TCP_HS_CONNECTING;
-    /* Every peer listened before its address was published: a refusal means it is gone. */
+    /* Every peer listened before its address was published: a refusal means it is gone
+       (at its first address; a further one may not be reachable from here). */
     if (connect(hs->fd, (struct sockaddr *)&peer->sa[a], peer->salen[a]) < 0 &&
         errno != EINPROGRESS)
-        return hs_gone(ctx, peer, "connect", errno);
+        return hs_lost(ctx, peer, hs, "connect", errno);
     if (hs_watch(ctx, hs, EPOLL_CTL_ADD, TL_TCP_EV_LANE(TL_TCP_EV_OUT, peer->rank, lane),
                  EPOLLOUT) < 0)
         return tl_tcp_peer_fail(ctx, peer, CHORUS_ERR_SYSTEM);
@@ -355,7 +365,7 @@ int tl_tcp_connect(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
 
     peer->state = TL_TCP_PEER_CONNECTING;
     peer->deadline = chorus__now() + ctx->timeout_s;
-    n = hs_open(ctx, peer, &peer->hs, 0);
+    n = hs_open(ctx, peer, &peer->hs, 0, 0);
     if (peer->state == TL_TCP_PEER_CLOSED)
         return n;
     timer_arm(ctx, peer->deadline);
@@ -363,9 +373,46 @@ int tl_tcp_connect(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
     return 0;
 }
 
+/* Dial lane i at the peer's address a, to be up within the timeout. */
+static int lane_dial(tl_ctx_t *ctx, tl_tcp_peer_t *peer, int i, int a)
+{
+    tl_tcp_lane_t *lane = &peer->lanes[i];
+    double now = chorus__now();
+    int n;
+
+    lane->addr = a;
+    lane->deadline = now + ctx->timeout_s;
+    lane->try_until = a != 0 ? now + lane_try_s(ctx->timeout_s) : 0;
+    n = hs_open(ctx, peer, &lane->hs, i, a);
+    if (peer->state == TL_TCP_PEER_UP)
+        timer_arm(ctx, a != 0 ? lane->try_until : lane->deadline);
+    return n;
+}
+
+/*
+ * A lane's handshake failed. At a further address of the peer (one that
+ * CHORUS_TCP_IFACES=auto or a list published) that is no proof the peer is
+ * gone, only that this address is not the way to it from here: the lane is
+ * dialled again at the first address, which the connection reached. At the
+ * first address, or for the connection itself, the peer is gone.
+ */
+static int hs_lost(tl_ctx_t *ctx, tl_tcp_peer_t *peer, tl_tcp_hs_t *hs, const char *what,
+                   int err)
+{
+    int i = hs->lane;
+
+    if (i == 0 || peer->lanes[i].addr == 0 || peer->state != TL_TCP_PEER_UP)
+        return hs_gone(ctx, peer, what, err);
+    chorus_warn("rank %d: tcp: lane %d to peer %d: its address %d failed (%s: %s); dialling "
+                "its first address instead", ctx->rank, i, peer->rank, peer->lanes[i].addr,
+                what, err ? strerror(err) : "closed during the handshake");
+    tl_tcp_hs_close(hs);
+    ctx->stats.lane_fallbacks++;
+    return lane_dial(ctx, peer, i, 0);
+}
+
 int tl_tcp_lanes_open(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
 {
-    double deadline = chorus__now() + ctx->timeout_s;
     int n = 0;
 
     for (int i = 1; i < peer->nlanes && peer->state == TL_TCP_PEER_UP; i++) {
@@ -373,11 +420,8 @@ int tl_tcp_lanes_open(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
 
         if (lane->fd >= 0 || lane->hs.fd >= 0)
             continue;
-        lane->deadline = deadline;
-        n += hs_open(ctx, peer, &lane->hs, i);
-        if (peer->state != TL_TCP_PEER_UP)
-            return n;
-        timer_arm(ctx, deadline);
+        /* The lanes go to the peer's addresses in turn. */
+        n += lane_dial(ctx, peer, i, i % peer->naddrs);
     }
     return n;
 }
@@ -412,6 +456,9 @@ static int hs_out_reply(tl_ctx_t *ctx, tl_tcp_peer_t *peer, tl_tcp_hs_t *hs)
         peer->state = TL_TCP_PEER_WAITING;
         return 0;
     }
+    /* Something else listens at a further address of the peer's, here. */
+    if (lane > 0 && peer->lanes[lane].addr != 0)
+        return hs_lost(ctx, peer, hs, "the listener did not prove the job key", 0);
     if (memcmp(reject, hs->reply, sizeof(reject)) == 0)
         chorus_error("rank %d: tcp: peer %d refused this rank's hello (another job key or "
                      "another version of chorus?)", ctx->rank, peer->rank);
@@ -437,7 +484,7 @@ int tl_tcp_hs_out_event(tl_ctx_t *ctx, tl_tcp_peer_t *peer, int lane)
         if (getsockopt(hs->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
             err = errno;
         if (err != 0)
-            return hs_gone(ctx, peer, "connect", err);
+            return hs_lost(ctx, peer, hs, "connect", err);
         hs->state = TL_TCP_HS_NONCE;
         if (hs_watch(ctx, hs, EPOLL_CTL_MOD, tag, EPOLLIN) < 0)
             return tl_tcp_peer_fail(ctx, peer, CHORUS_ERR_SYSTEM);
@@ -472,7 +519,7 @@ int tl_tcp_hs_out_event(tl_ctx_t *ctx, tl_tcp_peer_t *peer, int lane)
         return 0;
     }
     if (r == HS_EOF || r == HS_ERROR)
-        return hs_gone(ctx, peer, "handshake", r == HS_ERROR ? errno : 0);
+        return hs_lost(ctx, peer, hs, "handshake", r == HS_ERROR ? errno : 0);
     return 0;
 }
 
@@ -724,14 +771,29 @@ static int hs_expire_peer(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
     return tl_tcp_peer_fail(ctx, peer, CHORUS_ERR_TIMEOUT);
 }
 
-/* Lanes this rank opens must be up by their deadline, or the peer fails. */
+/*
+ * Lanes this rank opens must be up by their deadline, or the peer fails; a
+ * further address that has not answered (the connect still on its way) by
+ * its try gives way to the first.
+ */
 static int hs_timer_lanes(tl_ctx_t *ctx, tl_tcp_peer_t *peer, double now, double *next_p)
 {
-    for (int i = 1; i < peer->nlanes; i++) {
+    for (int i = 1; i < peer->nlanes && peer->state == TL_TCP_PEER_UP; i++) {
         tl_tcp_lane_t *lane = &peer->lanes[i];
 
         if (lane->hs.fd < 0)
             continue;
+        if (lane->addr != 0 && lane->hs.state == TL_TCP_HS_CONNECTING) {
+            if (lane->try_until <= now) {
+                int n = hs_lost(ctx, peer, &lane->hs, "connect", ETIMEDOUT);
+
+                if (peer->state != TL_TCP_PEER_UP)
+                    return n;
+                continue;   /* dialled again, with deadlines of its own */
+            } else if (*next_p == 0 || lane->try_until < *next_p) {
+                *next_p = lane->try_until;
+            }
+        }
         if (lane->deadline <= now) {
             chorus_error("rank %d: tcp: lane %d to peer %d not up within %g s", ctx->rank, i,
                          peer->rank, ctx->timeout_s);

@@ -50,13 +50,15 @@ static const chorus__config_var_t tcp_vars[] = {
      "their two settings; 0: one per address of CHORUS_TCP_IFACES; with CHORUS_AUTOTUNE "
      "the training engine may use fewer of them",
      chorus__config_parse_int, offsetof(tl_tcp_config_t, streams)},
-    {"CHORUS_TCP_IFACES", "",
-     "comma-separated interfaces (names, or numeric addresses) to listen on and publish, "
-     "up to 4; a peer's streams go to its addresses in turn, so each link of a node with "
-     "several carries some (empty: the one address the bootstrap chose); auto: that "
-     "address and one on each other network an interface is up on, and a peer's streams "
-     "go only to its addresses on a network this machine is on (the bootstrap's always); "
-     "every rank must use auto or none",
+    {"CHORUS_TCP_IFACES", "auto",
+     "the addresses to listen on and publish, up to 4; a peer's streams go to its "
+     "addresses in turn, so each link of a node with several carries some, and a stream "
+     "whose address does not answer from here is dialled again at the peer's first; "
+     "auto: the address the bootstrap chose and one on each other network an interface "
+     "is up and running on (not loopback, not link-local), a peer's streams going only to "
+     "its addresses on a network this machine is on and not its own; bootstrap: that one "
+     "address alone; or comma-separated interfaces (names, or numeric addresses); use the "
+     "same setting on every rank",
      chorus__config_parse_string, offsetof(tl_tcp_config_t, ifaces)},
 };
 
@@ -292,9 +294,9 @@ static chorus_status_t tcp_events_open(tl_ctx_t *ctx, const char *host)
     }
     status = tcp_watch(ctx, ctx->timer_fd, TL_TCP_EV_TIMER, 0);
     if (status == CHORUS_OK)
-        status = ctx->cfg.ifaces.s[0] == '\0'   ? tcp_listen(ctx, host)
-                 : tl_tcp_ifaces_auto(&ctx->cfg) ? tcp_listen_auto(ctx, host)
-                                                 : tcp_listen_ifaces(ctx);
+        status = tl_tcp_ifaces_bootstrap(&ctx->cfg) ? tcp_listen(ctx, host)
+                 : tl_tcp_ifaces_auto(&ctx->cfg)    ? tcp_listen_auto(ctx, host)
+                                                    : tcp_listen_ifaces(ctx);
     for (int i = 0; status == CHORUS_OK && i < ctx->nlisten; i++)
         status = tcp_watch(ctx, ctx->listen_fd[i], TL_TCP_EV_LISTEN, i);
     return status;
@@ -573,11 +575,12 @@ static void tcp_ctx_destroy(tl_ctx_t *ctx)
     st = &ctx->stats;
     chorus_debug("rank %d: tcp: %llu messages sent eagerly (%llu bytes), %llu by rendezvous; "
                  "%llu credit frames sent, %llu received; unexpected buffers peaked at %zu "
-                 "bytes; %llu connection collisions", ctx->rank,
+                 "bytes; %llu connection collisions, %llu lanes dialled again at a first "
+                 "address", ctx->rank,
                  (unsigned long long)st->eager_sent, (unsigned long long)st->eager_bytes,
                  (unsigned long long)st->rndv_sent, (unsigned long long)st->credit_sent,
                  (unsigned long long)st->credit_recv, st->ue_peak,
-                 (unsigned long long)st->collisions);
+                 (unsigned long long)st->collisions, (unsigned long long)st->lane_fallbacks);
     if (ctx->fatal == CHORUS_OK)
         tcp_close_gently(ctx);
     tcp_fail_all(ctx, CHORUS_ERR_ABORTED);

@@ -132,3 +132,8 @@ int tl_tcp_ifaces_auto(const tl_tcp_config_t *cfg)
 {
     return strcmp(cfg->ifaces.s, "auto") == 0;
 }
+
+int tl_tcp_ifaces_bootstrap(const tl_tcp_config_t *cfg)
+{
+    return strcmp(cfg->ifaces.s, "bootstrap") == 0 || cfg->ifaces.s[0] == '\0';
+}
