@@ -4,13 +4,21 @@
  * and one of collective transports. Adding a transport is a folder, a line
  * here and its lines in Makefile.am; nothing above names it.
  */
+#include "config.h"
+
 #include "transports/base/team.h"
 #include "transports/base/transport.h"
 #include "transports/shm/shm.h"
 #include "transports/tcp/tcp.h"
+#ifdef HAVE_UCX
+#include "transports/ucx/ucx.h"
+#endif
 
 const tl_ops_t *const tl_p2p_all[] = {
     &tl_tcp_ops,
+#ifdef HAVE_UCX
+    &tl_ucx_ops,
+#endif
     NULL,
 };
 

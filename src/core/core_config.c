@@ -20,7 +20,8 @@ static const chorus__config_var_t core_vars[] = {
      "overlaps reducing the previous one (K, M, G suffixes)",
      chorus__config_parse_size, offsetof(chorus__core_config_t, chunk_bytes)},
     {"CHORUS_TRANSPORT", "tcp",
-     "transport between ranks (built in: tcp)",
+     "transport between ranks: tcp, or ucx where chorus was built with UCX (chorus-info "
+     "lists those built in)",
      chorus__config_parse_string, offsetof(chorus__core_config_t, transport)},
     {"CHORUS_IFADDR", "",
      "numeric local address the transport listens on; empty: the local address of the "

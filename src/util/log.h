@@ -34,6 +34,7 @@ typedef enum {
     X(CHORUS_LOG_COMP_BOOTSTRAP, "bootstrap")     \
     X(CHORUS_LOG_COMP_TCP, "tcp")                 \
     X(CHORUS_LOG_COMP_SHM, "shm")                 \
+    X(CHORUS_LOG_COMP_UCX, "ucx")                 \
     X(CHORUS_LOG_COMP_TOPOLOGY, "topology")       \
     X(CHORUS_LOG_COMP_TUNING, "tuning")           \
     X(CHORUS_LOG_COMP_ENGINE, "engine")           \

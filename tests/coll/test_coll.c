@@ -4,13 +4,14 @@
  * rank. The ranks share this machine, so the default is the node-local
  * shared-memory team; other suites force each of its variants (with small
  * slots, so that calls take several rounds) and the TCP path, with one stream per
- * peer and with several.
+ * peer and with several; and, where chorus is built with UCX, the UCX transport.
  */
 #include <stdlib.h>
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 #include <stdio.h>
 
+#include "config.h"
 #include "coll_matrix.h"
 #include "harness.h"
 
@@ -89,6 +90,30 @@ ParameterizedTest(int *nranks, coll, tcp_streams, .timeout = 600)
     setenv("CHORUS_TCP_STREAMS", *nranks == 2 ? "8" : *nranks == 3 ? "4" : "2", 1);
     run_matrix(*nranks, *nranks == 5 ? 0 : 1048583);
 }
+
+#ifdef HAVE_UCX
+/*
+ * Over UCX (CHORUS_TRANSPORT=ucx) with the shared-memory path off; at 5
+ * ranks with a small eager size and window, so that most messages go by
+ * rendezvous and credit runs out and comes back.
+ */
+ParameterizedTestParameters(coll, ucx)
+{
+    static int ranks[] = {2, 3, 5, 8};
+    return cr_make_param_array(int, ranks, sizeof(ranks) / sizeof(ranks[0]));
+}
+
+ParameterizedTest(int *nranks, coll, ucx, .timeout = 600)
+{
+    setenv("CHORUS_SHM", "0", 1);
+    setenv("CHORUS_TRANSPORT", "ucx", 1);
+    if (*nranks == 5) {
+        setenv("CHORUS_UCX_EAGER_SIZE", "4K", 1);
+        setenv("CHORUS_UCX_WINDOW", "64K", 1);
+    }
+    run_matrix(*nranks, *nranks == 3 ? 1048583 : 0);
+}
+#endif
 
 /* Parameters cross into Criterion's test process by value: indexes, not pointers. */
 typedef struct {

@@ -26,6 +26,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 CLANG=${CLANG:-clang}
 TARGETS_ALL="fuzz_boot_header fuzz_boot_messages fuzz_tcp_header fuzz_tcp_hello fuzz_tcp_addr fuzz_tcp_stream fuzz_shm_peer"
+# The UCX transport's decoders need UCX's headers, as its build does.
+if pkg-config --exists ucx 2>/dev/null || [ -f /usr/include/ucp/api/ucp.h ]; then
+    TARGETS_ALL="$TARGETS_ALL fuzz_ucx_wire"
+fi
 
 runs=10000000
 max_time=0
@@ -78,6 +82,7 @@ srcs_of() {
     fuzz_boot_*) echo "tests/fuzz/$1.c $boot_srcs" ;;
     fuzz_tcp_*) echo "tests/fuzz/$1.c $tcp_srcs" ;;
     fuzz_shm_*) echo "tests/fuzz/$1.c $shm_srcs" ;;
+    fuzz_ucx_*) echo "tests/fuzz/$1.c transports/ucx/ucx_wire.c $util_srcs" ;;
     gen_corpus) echo "tests/fuzz/gen_corpus.c src/core/bootstrap_wire.c $tcp_srcs" ;;
     esac
 }
@@ -91,6 +96,7 @@ max_len_of() {
     fuzz_tcp_hello) echo 128 ;;
     fuzz_tcp_stream) echo 4096 ;;
     fuzz_shm_peer) echo 400 ;;
+    fuzz_ucx_wire) echo 400 ;;
     *) echo 64 ;;
     esac
 }

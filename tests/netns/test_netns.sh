@@ -225,6 +225,28 @@ printf '%s\n' "[rank 0 node 0] 0/4 10.99.0.1" "[rank 1 node 0] 1/4 10.99.0.1" \
 check "every rank's variables, prefixed" diff "$TMP/expect" <(grep '^\[rank' "$TMP/out")
 clean "printing variables"
 
+# The UCX transport across nodes, over UCX's TCP (UCX_TLS=tcp): every collective
+# exact at 2 x 2 ranks (node-local stages on the shared-memory team), and at
+# 3 nodes of 2,1,1 ranks with the team off, so that ranks of one node talk over
+# UCX too. Only where chorus was built with UCX (its build's config.h says so).
+if grep -qs '^#define HAVE_UCX 1' ../config.h; then
+    for run in "2 2 1 allreduce" "2 2 1 allgather" "2 2 1 broadcast" "2 2 1 reduce_scatter" \
+               "2 2 1 alltoall" "3 2,1,1 0 allreduce" "3 2,1,1 0 allgather"; do
+        set -- $run
+        CHORUS_TRANSPORT=ucx UCX_TLS=tcp CHORUS_SHM=$3 "$TB" --nodes "$1" \
+            --ranks-per-node "$2" --timeout 120 --quiet -- \
+            "$PERF" "$4" -b 8 -e 4M -n 2 -w 1 -c 1 > "$TMP/out" 2> "$TMP/err"
+        rc=$?
+        check "ucx: $1 nodes, ranks $2, shm $3, $4 exits 0 (got $rc)" [ "$rc" -eq 0 ]
+        check "ucx: $1 nodes, ranks $2, shm $3, $4: no wrong element" \
+            grep -qx '# out-of-place/in-place wrong elements total: 0' "$TMP/out"
+        [ "$rc" -eq 0 ] || tail -n 20 "$TMP/err" "$TMP/out"
+        clean "ucx: $1 nodes, ranks $2, shm $3, $4"
+    done
+else
+    echo "test_netns: chorus was built without UCX: the UCX cases are skipped"
+fi
+
 # Shaped links: tbf at the rate on the node side of each link, and a run completes.
 "$TB" --nodes 2 --rate 200mbit -- tc qdisc show dev eth0 > "$TMP/out" 2>&1
 check "tbf at 200Mbit on both nodes' eth0" \
