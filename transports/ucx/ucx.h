@@ -35,8 +35,18 @@
  *   CREDIT value             window bytes returned to the sender
  *   BYE                      the sender is closing: fail it now, not when
  *                            UCX notices it gone
+ *   BYE_ACK                  the answer: every message sent before the BYE
+ *                            has been taken in
  *
- * DATA, CREDIT and BYE carry the pair's token: the first 16 bytes of
+ * Closing. UCX drops what is still on its way from a peer it finds gone,
+ * so a context that closes (or fails all) sends BYE to the peers it talks
+ * to and waits, at most TL_UCX_CLOSE_S, for each one's BYE_ACK before it
+ * closes its endpoints: the last messages of a job are received, not lost
+ * to the race between its exit and their arrival. A rank answers a BYE after
+ * recording everything that came before it, and closes its endpoint to that
+ * peer once the answer has left.
+ *
+ * DATA, CREDIT, BYE and BYE_ACK carry the pair's token: the first 16 bytes of
  * HMAC(key, "data" || nonce_receiver || sender || receiver), which only a
  * holder of the job key can compute for this context. A message with a
  * wrong token, a malformed header, or from a failed peer is dropped.
@@ -91,6 +101,7 @@ typedef enum {
     TL_UCX_DATA,
     TL_UCX_CREDIT,
     TL_UCX_BYE,
+    TL_UCX_BYE_ACK,
     TL_UCX_KIND_END
 } tl_ucx_kind_t;
 
@@ -105,7 +116,7 @@ typedef struct {
     uint64_t tag;               /* DATA */
     uint64_t seq;               /* DATA: the sender's count of DATA to this receiver */
     uint64_t value;             /* CREDIT: bytes returned */
-    uint8_t token[TL_UCX_TOKEN_BYTES]; /* DATA, CREDIT, BYE; zero in the handshake */
+    uint8_t token[TL_UCX_TOKEN_BYTES]; /* zero in the handshake; else the pair's token */
 } tl_ucx_hdr_t;
 
 /* A header decoded. */
@@ -205,6 +216,8 @@ typedef struct {
     tl_ucx_reqq_t recvq;        /* posted receives */
     tl_ucx_msgq_t ueq;          /* messages that came before their receive */
     int ops;                    /* UCX operations of ours in flight for it */
+    int bye_acked;              /* closing: it answered our BYE */
+    int close_due;              /* our BYE_ACK to it has left: close the endpoint */
 } tl_ucx_peer_t;
 
 /* A UCX operation in flight: a send (of any kind) or a rendezvous receive. */
@@ -217,8 +230,12 @@ typedef struct tl_ucx_op {
     void *ucp;                  /* UCX's request, or NULL */
     int recv;                   /* a rendezvous receive: UCX writes into req's buffer */
     size_t length;              /* bytes it moves: the request's length once it is done */
+    int posting;                /* inside the UCX call that starts it */
+    int early;                  /* UCX called it back from inside that call, with: */
+    ucs_status_t early_status;
     tl_ucx_hdr_t hdr;           /* a send's header: UCX reads it until the send completes */
     uint8_t mac[TL_UCX_MAC_BYTES]; /* a handshake's payload */
+    int close_after;            /* a BYE_ACK: its endpoint closes once it has left */
 } tl_ucx_op_t;
 
 /* What tests and chorus-info read; counted since the context was created. */
@@ -255,6 +272,7 @@ typedef struct tl_ucx_ctx {
     tl_ucx_peer_t *peers;       /* [size], after set_peers; NULL before */
     int connecting;             /* peers in TL_UCX_PEER_CONNECTING */
     int ep_errors;              /* peers whose endpoint UCX failed, not acted on yet */
+    int closes_due;             /* some peer's close_due is set */
     chorus_status_t failed;     /* fail_all's status; CHORUS_OK while usable */
     tl_ucx_msgq_t arrived;      /* what the callbacks recorded, in arrival order */
     tl_ucx_op_t *ops;           /* operations in flight */
@@ -294,7 +312,12 @@ void tl_ucx_handshake_recv(tl_ucx_ctx_t *ctx, tl_ucx_peer_t *peer, const tl_ucx_
  * is dropped, since its payload can no longer come.
  */
 void tl_ucx_peer_fail(tl_ucx_ctx_t *ctx, tl_ucx_peer_t *peer, chorus_status_t status);
-/* Peers past their handshake deadline fail; endpoints UCX failed are acted on. */
+/* peer said BYE: it fails as closed, and its endpoint closes once our BYE_ACK has left. */
+void tl_ucx_peer_bye(tl_ucx_ctx_t *ctx, tl_ucx_peer_t *peer);
+/*
+ * Peers past their handshake deadline fail; endpoints UCX failed, and those
+ * whose BYE_ACK has left, are acted on.
+ */
 void tl_ucx_peers_check(tl_ucx_ctx_t *ctx, double now);
 /* Close an endpoint without waiting for the peer; the request is kept until it is done. */
 void tl_ucx_ep_close(tl_ucx_ctx_t *ctx, ucp_ep_h ep);
@@ -311,7 +334,10 @@ ucs_status_t tl_ucx_am_recv(void *arg, const void *header, size_t header_length,
                             size_t length, const ucp_am_recv_param_t *param);
 /* Act on what the callbacks recorded, in order. */
 void tl_ucx_arrivals(tl_ucx_ctx_t *ctx);
-/* Post a message of kind to peer's endpoint (payload: a handshake's MAC, or none). */
+/*
+ * Post a message of kind to peer's endpoint (payload: a handshake's MAC, or
+ * none). A BYE_ACK closes the endpoint once it has left.
+ */
 chorus_status_t tl_ucx_post_ctl(tl_ucx_ctx_t *ctx, tl_ucx_peer_t *peer, tl_ucx_kind_t kind,
                                 uint64_t value, const uint8_t *mac);
 /* Send what waited for the handshake. */

@@ -19,7 +19,7 @@
 #include "util/sha256.h"
 #include "util/time.h"
 
-/* Longest a closing context waits for its goodbyes and closes to go out. */
+/* Longest a closing context waits for its peers' BYE_ACKs, and then for its closes. */
 #define TL_UCX_CLOSE_S      0.5
 /* UCX's worker is polled at most this many times per progress() call. */
 #define TL_UCX_POLLS        64
@@ -437,7 +437,7 @@ static int ucx_progress(tl_ctx_t *tctx)
         drain(ctx->timer_fd);
         ctx->timer_at = 0;
     }
-    if (ctx->ep_errors > 0 || ctx->connecting > 0)
+    if (ctx->ep_errors > 0 || ctx->connecting > 0 || ctx->closes_due)
         tl_ucx_peers_check(ctx, now);
     if (ctx->nclosing > 0)
         tl_ucx_closing_reap(ctx);
@@ -458,17 +458,41 @@ static int ucx_event_fd(tl_ctx_t *tctx)
     return tl_ucx_of(tctx)->epfd;
 }
 
-/* Progress the worker until nothing of kind (BYE; all: 0) is in flight, or until `until`. */
-static void ucx_drain_ops(tl_ucx_ctx_t *ctx, int bye_only, double until)
+/* Progress the worker until no operation is in flight and no close runs, or until `until`. */
+static void ucx_drain_ops(tl_ucx_ctx_t *ctx, double until)
 {
-    for (;;) {
-        int left = tl_ucx_closing_reap(ctx);
-
-        for (tl_ucx_op_t *op = ctx->ops; op != NULL; op = op->next)
-            left += !bye_only || op->hdr.kind == TL_UCX_BYE;
-        if (left == 0 || chorus__now() >= until)
-            return;
+    while ((ctx->ops != NULL || tl_ucx_closing_reap(ctx) > 0) && chorus__now() < until)
         ucp_worker_progress(ctx->worker);
+}
+
+/*
+ * Say BYE to the peers we talk to and wait, until `until` at most, for each
+ * one's BYE_ACK (or for it to be lost): then everything we sent them has
+ * been taken in, and closing cannot lose it.
+ */
+static void ucx_say_bye(tl_ucx_ctx_t *ctx, double until)
+{
+    int waiting = 0;
+
+    for (int r = 0; r < ctx->size; r++) {
+        tl_ucx_peer_t *peer = &ctx->peers[r];
+
+        peer->bye_acked = 1;
+        if (peer->state == TL_UCX_PEER_UP &&
+            tl_ucx_post_ctl(ctx, peer, TL_UCX_BYE, 0, NULL) == CHORUS_OK) {
+            peer->bye_acked = 0;
+            waiting++;
+        }
+    }
+    while (waiting > 0 && chorus__now() < until) {
+        for (int i = 0; i < TL_UCX_POLLS && ucp_worker_progress(ctx->worker) > 0; i++)
+            ;
+        tl_ucx_arrivals(ctx);
+        tl_ucx_peers_check(ctx, chorus__now());
+        waiting = 0;
+        for (int r = 0; r < ctx->size; r++)
+            waiting += !ctx->peers[r].bye_acked && ctx->peers[r].ep != NULL &&
+                       ctx->peers[r].ep_error == UCS_OK;
     }
 }
 
@@ -480,12 +504,16 @@ static void ucx_fail_all(tl_ctx_t *tctx, chorus_status_t status)
         ctx->failed = status;
     if (ctx->peers == NULL)
         return;
-    /* Tell the peers we talk to, so that they fail us now rather than when UCX notices. */
+    /*
+     * Every request fails now, sends in flight too: a peer that drops what we
+     * announced once it hears BYE completes our send as if received.
+     */
     for (int r = 0; r < ctx->size; r++) {
-        if (ctx->peers[r].state == TL_UCX_PEER_UP)
-            tl_ucx_post_ctl(ctx, &ctx->peers[r], TL_UCX_BYE, 0, NULL);
+        tl_ucx_reqq_fail(ctx, &ctx->peers[r].sendq, status);
+        tl_ucx_reqq_fail(ctx, &ctx->peers[r].recvq, status);
     }
-    ucx_drain_ops(ctx, 1, chorus__now() + TL_UCX_CLOSE_S / 5);
+    tl_ucx_ops_abandon(ctx, NULL, status, 0);
+    ucx_say_bye(ctx, chorus__now() + TL_UCX_CLOSE_S);
     for (int r = 0; r < ctx->size; r++)
         tl_ucx_peer_fail(ctx, &ctx->peers[r], status);
     tl_ucx_ops_abandon(ctx, NULL, status, 0);
@@ -498,7 +526,7 @@ static void ucx_ctx_destroy(tl_ctx_t *tctx)
     if (ctx == NULL)
         return;
     ucx_fail_all(tctx, CHORUS_ERR_ABORTED);
-    ucx_drain_ops(ctx, 0, chorus__now() + TL_UCX_CLOSE_S);
+    ucx_drain_ops(ctx, chorus__now() + TL_UCX_CLOSE_S);
     tl_ucx_ops_abandon(ctx, NULL, CHORUS_ERR_ABORTED, 1);
     ucx_free(ctx);
 }

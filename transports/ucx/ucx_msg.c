@@ -119,6 +119,12 @@ static void op_done(tl_ucx_op_t *op, ucs_status_t st)
 {
     tl_ucx_ctx_t *ctx = op->ctx;
 
+    /* A BYE_ACK has left: the endpoint to the peer that said BYE goes, after this callback. */
+    if (op->close_after) {
+        op->peer->close_due = 1;
+        ctx->closes_due = 1;
+    }
+
     if (op->req != NULL)
         tl_ucx_req_complete(ctx, op->req, status_of(op->peer, st), st == UCS_OK ? op->length : 0);
     if (op->ucp != NULL)
@@ -153,27 +159,42 @@ void tl_ucx_ops_abandon(tl_ucx_ctx_t *ctx, tl_ucx_peer_t *peer, chorus_status_t 
     }
 }
 
+/*
+ * UCX called an operation back. It may do so from inside the call that
+ * starts it (a rendezvous receive from a peer already gone) and still return
+ * the request: then op_started finishes it, once.
+ */
+static void op_called_back(tl_ucx_op_t *op, void *request, ucs_status_t st)
+{
+    op->ucp = request;
+    if (op->posting) {
+        op->early = 1;
+        op->early_status = st;
+        return;
+    }
+    op_done(op, st);
+}
+
 static void send_cb(void *request, ucs_status_t st, void *user_data)
 {
-    tl_ucx_op_t *op = user_data;
-
-    op->ucp = request;
-    op_done(op, st);
+    op_called_back(user_data, request, st);
 }
 
 static void recv_cb(void *request, ucs_status_t st, size_t length, void *user_data)
 {
-    tl_ucx_op_t *op = user_data;
-
     (void)length;   /* the announced length, kept in op */
-    op->ucp = request;
-    op_done(op, st);
+    op_called_back(user_data, request, st);
 }
 
 /* What ucp_*_nbx returned: done now, failed now, or in flight. */
 static void op_started(tl_ucx_op_t *op, ucs_status_ptr_t sp)
 {
-    if (sp == NULL)
+    op->posting = 0;
+    if (op->early) {
+        if (op->ucp == NULL && sp != NULL && !UCS_PTR_IS_ERR(sp))
+            op->ucp = sp;
+        op_done(op, op->early_status);
+    } else if (sp == NULL)
         op_done(op, UCS_OK);
     else if (UCS_PTR_IS_ERR(sp)) {
         chorus_debug("rank %d: ucx: an operation to peer %d failed at once: %s", op->ctx->rank,
@@ -199,6 +220,7 @@ static chorus_status_t post(tl_ucx_ctx_t *ctx, tl_ucx_peer_t *peer, tl_ucx_op_t 
 
     tl_ucx_hdr_encode(&op->hdr, hdr);
     op->length = len;
+    op->posting = 1;
     op_started(op, ucp_am_send_nbx(peer->ep, TL_UCX_AM_ID, &op->hdr, sizeof(op->hdr), buf, len,
                                    &param));
     (void)ctx;
@@ -220,6 +242,7 @@ chorus_status_t tl_ucx_post_ctl(tl_ucx_ctx_t *ctx, tl_ucx_peer_t *peer, tl_ucx_k
         memcpy(hdr.token, peer->token_out, TL_UCX_TOKEN_BYTES);
     if (mac != NULL)
         memcpy(op->mac, mac, TL_UCX_MAC_BYTES);
+    op->close_after = kind == TL_UCX_BYE_ACK;
     return post(ctx, peer, op, &hdr, mac != NULL ? op->mac : NULL,
                 mac != NULL ? TL_UCX_MAC_BYTES : 0, UCP_AM_SEND_FLAG_EAGER);
 }
@@ -398,6 +421,7 @@ static void deliver(tl_ucx_ctx_t *ctx, tl_ucx_peer_t *peer, tl_ucx_msg_t *msg, t
     } else {
         op->recv = 1;
         op->length = msg->length;
+        op->posting = 1;
         param.user_data = op;
         op_started(op, ucp_am_recv_data_nbx(ctx->worker, msg->desc, req->buf, msg->length,
                                             &param));
@@ -517,12 +541,17 @@ ucs_status_t tl_ucx_am_recv(void *arg, const void *header, size_t header_length,
     tl_ucx_peer_t *peer;
     tl_ucx_msg_t *msg;
 
-    if (ctx->peers == NULL || ctx->failed != CHORUS_OK) {
-        dropped(ctx, -1, ctx->peers == NULL ? "before set_peers" : "the context has failed");
+    if (ctx->peers == NULL) {
+        dropped(ctx, -1, "before set_peers");
         return UCS_OK;
     }
     if (tl_ucx_hdr_decode(header, header_length, ctx->size, &hdr) != CHORUS_OK) {
         dropped(ctx, -1, "malformed header");
+        return UCS_OK;
+    }
+    /* A context that failed still hears the goodbyes of its closing. */
+    if (ctx->failed != CHORUS_OK && hdr.kind != TL_UCX_BYE && hdr.kind != TL_UCX_BYE_ACK) {
+        ctx->stats.dropped++;
         return UCS_OK;
     }
     peer = &ctx->peers[hdr.from];
@@ -610,7 +639,7 @@ void tl_ucx_arrivals(tl_ucx_ctx_t *ctx)
     while ((msg = msgq_pop(&ctx->arrived)) != NULL) {
         tl_ucx_peer_t *peer = &ctx->peers[msg->hdr.from];
 
-        if (peer->state == TL_UCX_PEER_CLOSED) {
+        if (peer->state == TL_UCX_PEER_CLOSED && msg->hdr.kind != TL_UCX_BYE_ACK) {
             ctx->stats.dropped++;
             tl_ucx_msg_drop(ctx, msg);
             continue;
@@ -624,7 +653,10 @@ void tl_ucx_arrivals(tl_ucx_ctx_t *ctx)
             break;
         case TL_UCX_BYE:
             chorus_debug("rank %d: ucx: peer %d closed its context", ctx->rank, peer->rank);
-            tl_ucx_peer_fail(ctx, peer, CHORUS_ERR_PEER_FAILED);
+            tl_ucx_peer_bye(ctx, peer);
+            break;
+        case TL_UCX_BYE_ACK:
+            peer->bye_acked = 1;
             break;
         default:
             tl_ucx_handshake_recv(ctx, peer, msg);

@@ -216,12 +216,48 @@ void tl_ucx_peer_fail(tl_ucx_ctx_t *ctx, tl_ucx_peer_t *peer, chorus_status_t st
     ueq_drop_rndv(ctx, peer);
 }
 
+void tl_ucx_peer_bye(tl_ucx_ctx_t *ctx, tl_ucx_peer_t *peer)
+{
+    if (peer->state == TL_UCX_PEER_CLOSED)
+        return;
+    if (peer->state == TL_UCX_PEER_CONNECTING)
+        ctx->connecting--;
+    peer->state = TL_UCX_PEER_CLOSED;
+    peer->failed = CHORUS_ERR_PEER_FAILED;
+    tl_ucx_reqq_fail(ctx, &peer->sendq, peer->failed);
+    tl_ucx_reqq_fail(ctx, &peer->recvq, peer->failed);
+    ueq_drop_rndv(ctx, peer);
+    /* The answer closes the endpoint once it has left (op_done); without one, close now. */
+    if (peer->ep == NULL || tl_ucx_post_ctl(ctx, peer, TL_UCX_BYE_ACK, 0, NULL) != CHORUS_OK) {
+        if (peer->ep != NULL) {
+            tl_ucx_ep_close(ctx, peer->ep);
+            peer->ep = NULL;
+        }
+        tl_ucx_ops_abandon(ctx, peer, peer->failed, 0);
+    }
+}
+
 void tl_ucx_peers_check(tl_ucx_ctx_t *ctx, double now)
 {
     double next = 0;
 
     if (ctx->peers == NULL)
         return;
+    if (ctx->closes_due) {
+        ctx->closes_due = 0;
+        for (int r = 0; r < ctx->size; r++) {
+            tl_ucx_peer_t *peer = &ctx->peers[r];
+
+            if (!peer->close_due)
+                continue;
+            peer->close_due = 0;
+            if (peer->ep != NULL) {
+                tl_ucx_ep_close(ctx, peer->ep);
+                peer->ep = NULL;
+            }
+            tl_ucx_ops_abandon(ctx, peer, peer->failed, 0);
+        }
+    }
     if (ctx->ep_errors > 0) {
         ctx->ep_errors = 0;
         for (int r = 0; r < ctx->size; r++) {
