@@ -95,7 +95,9 @@ ParameterizedTest(int *nranks, coll, tcp_streams, .timeout = 600)
 /*
  * Over UCX (CHORUS_TRANSPORT=ucx) with the shared-memory path off; at 5
  * ranks with a small eager size and window, so that most messages go by
- * rendezvous and credit runs out and comes back.
+ * rendezvous and credit runs out and comes back. At 3 and 8 ranks large
+ * messages take chorus's rendezvous (CHORUS_UCX_RNDV=chorus), at 2 and 5
+ * UCX's.
  */
 ParameterizedTestParameters(coll, ucx)
 {
@@ -107,6 +109,7 @@ ParameterizedTest(int *nranks, coll, ucx, .timeout = 600)
 {
     setenv("CHORUS_SHM", "0", 1);
     setenv("CHORUS_TRANSPORT", "ucx", 1);
+    setenv("CHORUS_UCX_RNDV", *nranks == 3 || *nranks == 8 ? "chorus" : "ucx", 1);
     if (*nranks == 5) {
         setenv("CHORUS_UCX_EAGER_SIZE", "4K", 1);
         setenv("CHORUS_UCX_WINDOW", "64K", 1);

@@ -21,8 +21,10 @@ static void header(const uint8_t *data, size_t size)
         return;
     FUZZ_CHECK(size == sizeof(again));
     FUZZ_CHECK(h.kind >= TL_UCX_HELLO && h.kind < TL_UCX_KIND_END && h.from < RANKS);
-    FUZZ_CHECK(h.kind == TL_UCX_DATA || (h.tag == 0 && h.space == 0 && h.seq == 0 && !h.charged));
-    FUZZ_CHECK(h.kind == TL_UCX_CREDIT || h.value == 0);
+    FUZZ_CHECK(h.kind == TL_UCX_DATA || !h.charged);
+    FUZZ_CHECK(h.kind == TL_UCX_DATA || h.kind == TL_UCX_RTS || h.space == 0);
+    FUZZ_CHECK(h.kind == TL_UCX_DATA || h.kind == TL_UCX_RTS || h.tag < TL_UCX_MAX_MSG);
+    FUZZ_CHECK(h.value <= TL_UCX_MAX_MSG && (h.kind != TL_UCX_RTS || h.value > 0));
     tl_ucx_hdr_encode(&again, &h);
     FUZZ_CHECK(memcmp(&again, data, sizeof(again)) == 0);
 }

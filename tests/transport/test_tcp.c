@@ -37,7 +37,8 @@
 #include "util/time.h"
 
 #ifdef HAVE_UCX
-#define TL_TEST_TRANSPORTS {{"tcp"}, {"ucx"}}
+/* UCX twice: with UCX's rendezvous and with chorus's (CHORUS_UCX_RNDV). */
+#define TL_TEST_TRANSPORTS {{"tcp", ""}, {"ucx", "ucx"}, {"ucx", "chorus"}}
 #else
 #define TL_TEST_TRANSPORTS {{"tcp"}}
 #endif
@@ -47,6 +48,7 @@
 
 typedef struct {
     char name[16];
+    char rndv[8];               /* CHORUS_UCX_RNDV of every rank; "": unset */
 } tl_param_t;
 
 #define TL_PARAMS(test)                                                              \
@@ -309,6 +311,10 @@ static void run_ranks(const tl_param_t *p, const run_opts_t *o, rank_fn_t fn)
     double deadline = chorus__now() + WAIT_S + o->timeout_s;
 
     cr_assert_not_null(ops, "transport %s not found", p->name);
+    if (p->rndv[0] != '\0')
+        setenv("CHORUS_UCX_RNDV", p->rndv, 1);
+    else
+        unsetenv("CHORUS_UCX_RNDV");
     cr_assert(o->size >= 1 && o->size <= MAX_RANKS);
     sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     cr_assert(sh != MAP_FAILED);

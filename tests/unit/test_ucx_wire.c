@@ -19,14 +19,18 @@ static tl_ucx_msg_hdr_t sample(tl_ucx_kind_t kind)
 {
     tl_ucx_msg_hdr_t h = {.kind = kind, .from = 3};
 
-    if (kind == TL_UCX_DATA) {
-        h.charged = 1;
+    if (kind == TL_UCX_DATA || kind == TL_UCX_RTS) {
+        h.charged = kind == TL_UCX_DATA;
         h.space = 7;
         h.tag = TL_TAG_FINAL | 12345;
-        h.seq = 99;
     }
-    if (kind == TL_UCX_CREDIT)
+    if (kind >= TL_UCX_DATA && kind != TL_UCX_CREDIT && kind != TL_UCX_BYE &&
+        kind != TL_UCX_BYE_ACK)
+        h.seq = 99;
+    if (kind == TL_UCX_CREDIT || kind == TL_UCX_RTS || kind == TL_UCX_CTS)
         h.value = 1u << 20;
+    if (kind == TL_UCX_RDATA)
+        h.tag = 3u << 18;   /* the fragment's offset */
     if (kind > TL_UCX_REJECT)
         memset(h.token, 0xa5, sizeof(h.token));
     return h;
@@ -84,17 +88,34 @@ Test(ucx_wire, header_fields_refused)
         refused("a padding byte", zero_set, (tl_ucx_kind_t)k);
         refused("a sender past the ranks", from_size, (tl_ucx_kind_t)k);
         refused("a negative sender", from_huge, (tl_ucx_kind_t)k);
-        if (k != TL_UCX_DATA) {
-            refused("a tag outside DATA", tag_set, (tl_ucx_kind_t)k);
-            refused("a space outside DATA", space_set, (tl_ucx_kind_t)k);
-            refused("a sequence outside DATA", seq_set, (tl_ucx_kind_t)k);
+        /* Each field only where its kind uses it (ucx.h). */
+        if (k != TL_UCX_DATA && k != TL_UCX_RTS && k != TL_UCX_RDATA)
+            refused("a tag where none belongs", tag_set, (tl_ucx_kind_t)k);
+        if (k != TL_UCX_DATA && k != TL_UCX_RTS)
+            refused("a space where none belongs", space_set, (tl_ucx_kind_t)k);
+        if (k < TL_UCX_DATA || k == TL_UCX_CREDIT || k == TL_UCX_BYE || k == TL_UCX_BYE_ACK)
+            refused("a sequence where none belongs", seq_set, (tl_ucx_kind_t)k);
+        if (k != TL_UCX_DATA)
             refused("charged outside DATA", charged_one, (tl_ucx_kind_t)k);
-        }
-        if (k != TL_UCX_CREDIT)
-            refused("a value outside CREDIT", value_set, (tl_ucx_kind_t)k);
+        if (k != TL_UCX_CREDIT && k != TL_UCX_RTS && k != TL_UCX_CTS)
+            refused("a value where none belongs", value_set, (tl_ucx_kind_t)k);
         if (k <= TL_UCX_REJECT)
             refused("a token in the handshake", token_set, (tl_ucx_kind_t)k);
     }
+}
+
+static void value_zero(tl_ucx_hdr_t *w) { w->value = 0; }
+static void value_huge(tl_ucx_hdr_t *w) { w->value = htole64(TL_UCX_MAX_MSG + 1); }
+static void tag_huge(tl_ucx_hdr_t *w) { w->tag = htole64(TL_UCX_MAX_MSG); }
+
+/* Lengths and offsets past what a message may have; an announcement of nothing. */
+Test(ucx_wire, header_bounds_refused)
+{
+    refused("an RTS of no bytes", value_zero, TL_UCX_RTS);
+    refused("an RTS past the largest message", value_huge, TL_UCX_RTS);
+    refused("a CTS past the largest message", value_huge, TL_UCX_CTS);
+    refused("a CREDIT past the largest message", value_huge, TL_UCX_CREDIT);
+    refused("a fragment past the largest message", tag_huge, TL_UCX_RDATA);
 }
 
 Test(ucx_wire, header_lengths_refused)
@@ -187,4 +208,18 @@ Test(ucx_wire, macs_bind_label_nonce_and_ranks)
     ctx.auth_key = key;
     tl_ucx_mac(&ctx, "hello", n1, 0, 1, m[1]);
     cr_expect(memcmp(m[0], m[1], TL_UCX_MAC_BYTES) == 0, "the same inputs gave another MAC");
+}
+
+/* CHORUS_UCX_RNDV=auto: which UCX_TLS settings leave UCX an RDMA transport. */
+Test(ucx_wire, tls_allow_rdma)
+{
+    static const char *const yes[] = {NULL, "", "all", "^tcp", "rc,sm", "ud_v,self", "dc_x",
+                                      "tcp,rc_mlx5", "ib"};
+    static const char *const no[] = {"tcp", "tcp,self", "sm,tcp", "posix,sysv,cma,tcp",
+                                     "cuda_copy,tcp", "udp", "ibx", "tcp,"};
+
+    for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++)
+        cr_expect(tl_ucx_tls_allow_rdma(yes[i]), "UCX_TLS=%s", yes[i] ? yes[i] : "(unset)");
+    for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++)
+        cr_expect(!tl_ucx_tls_allow_rdma(no[i]), "UCX_TLS=%s", no[i]);
 }

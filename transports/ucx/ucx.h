@@ -51,17 +51,35 @@
  * holder of the job key can compute for this context. A message with a
  * wrong token, a malformed header, or from a failed peer is dropped.
  *
+ *   RTS    space, tag, seq, value   a message of value bytes waits for its
+ *                                   receive (CHORUS_UCX_RNDV=chorus)
+ *   CTS    seq, value               send it: value bytes (0: it was dropped)
+ *   RDATA  seq, tag = offset        a fragment of its payload, placed at the
+ *                                   offset in the posted buffer on arrival
+ *
  * Flow control, as in the TCP transport. Each rank publishes a window
  * (CHORUS_UCX_WINDOW): what it holds of one peer's messages that have not
  * met their receive. A message of at most CHORUS_UCX_EAGER_SIZE bytes that
  * fits the remaining credit goes eagerly and costs its length; the receiver
  * returns the bytes in CREDIT messages as it consumes them (a quarter
- * window at a time). Every other message is forced to UCX's rendezvous: the
- * receiver keeps only UCX's descriptor until a receive is posted, then the
- * payload moves straight into the posted buffer. No order of posts can
- * deadlock and no peer can make a rank hold more than its window.
+ * window at a time). Every other message goes by rendezvous, one of two
+ * (CHORUS_UCX_RNDV):
  *
- * Matching. DATA is matched against posted receives by (space, tag) in
+ *   ucx     UCX's own: the receiver keeps only UCX's descriptor until a
+ *           receive is posted, then UCX moves the payload straight into the
+ *           posted buffer (zero-copy where the device allows: RDMA).
+ *   chorus  RTS, then CTS once a receive is posted, then the payload in
+ *           RDATA fragments of TL_UCX_FRAG bytes, sent eagerly and copied
+ *           into the posted buffer as they arrive. Over UCX's TCP this keeps
+ *           both directions of a link busy where UCX's own rendezvous, whose
+ *           acknowledgements queue behind the other direction's payload,
+ *           halves an allreduce's rate.
+ *
+ * Either way a receiver holds no payload it has not asked for, so no order
+ * of posts can deadlock and no peer can make a rank hold more than its
+ * window.
+ *
+ * Matching. DATA and RTS are matched against posted receives by (space, tag) in
  * arrival order (UCX delivers one endpoint's messages in order; seq checks
  * it). A message longer than its receive fails the receive with
  * CHORUS_ERR_TRUNCATED, as does one whose TL_TAG_FINAL bit differs.
@@ -93,6 +111,8 @@
 #define TL_UCX_TOKEN_BYTES  16
 /* The largest message: as in the TCP transport. */
 #define TL_UCX_MAX_MSG      (UINT64_C(1) << 40)
+/* RDATA fragments of chorus's rendezvous. */
+#define TL_UCX_FRAG         (256u << 10)
 
 typedef enum {
     TL_UCX_HELLO = 1,
@@ -102,6 +122,9 @@ typedef enum {
     TL_UCX_CREDIT,
     TL_UCX_BYE,
     TL_UCX_BYE_ACK,
+    TL_UCX_RTS,
+    TL_UCX_CTS,
+    TL_UCX_RDATA,
     TL_UCX_KIND_END
 } tl_ucx_kind_t;
 
@@ -112,10 +135,12 @@ typedef struct {
     uint8_t charged;            /* DATA: its length counts against the receiver's window */
     uint16_t zero;
     uint32_t from;              /* the sender's rank */
-    uint32_t space;             /* DATA */
-    uint64_t tag;               /* DATA */
-    uint64_t seq;               /* DATA: the sender's count of DATA to this receiver */
-    uint64_t value;             /* CREDIT: bytes returned */
+    uint32_t space;             /* DATA, RTS */
+    uint64_t tag;               /* DATA, RTS; RDATA: the fragment's offset */
+    uint64_t seq;               /* DATA, RTS: the sender's count of them to this receiver;
+                                   CTS, RDATA: the RTS's, naming its message */
+    uint64_t value;             /* CREDIT: bytes returned; RTS: the message's length;
+                                   CTS: the bytes asked for (0: none, it was dropped) */
     uint8_t token[TL_UCX_TOKEN_BYTES]; /* zero in the handshake; else the pair's token */
 } tl_ucx_hdr_t;
 
@@ -157,6 +182,7 @@ typedef struct {
 typedef struct {
     size_t eager_bytes;
     size_t window_bytes;
+    chorus__config_str_t rndv;  /* "ucx" or "chorus" */
 } tl_ucx_config_t;
 
 extern const chorus__config_table_t tl_ucx_config_table;
@@ -215,6 +241,8 @@ typedef struct {
     tl_ucx_reqq_t sendq;        /* sends waiting for the ACK */
     tl_ucx_reqq_t recvq;        /* posted receives */
     tl_ucx_msgq_t ueq;          /* messages that came before their receive */
+    tl_ucx_reqq_t rtsq;         /* chorus rendezvous: sends announced, waiting for their CTS */
+    tl_ucx_reqq_t rdvq;         /* chorus rendezvous: receives whose RDATA is on its way */
     int ops;                    /* UCX operations of ours in flight for it */
     int bye_acked;              /* closing: it answered our BYE */
     int close_due;              /* our BYE_ACK to it has left: close the endpoint */
@@ -236,12 +264,13 @@ typedef struct tl_ucx_op {
     tl_ucx_hdr_t hdr;           /* a send's header: UCX reads it until the send completes */
     uint8_t mac[TL_UCX_MAC_BYTES]; /* a handshake's payload */
     int close_after;            /* a BYE_ACK: its endpoint closes once it has left */
+    int part;                   /* an RDATA fragment: req completes when all its parts have */
 } tl_ucx_op_t;
 
 /* What tests and chorus-info read; counted since the context was created. */
 typedef struct {
     uint64_t eager_sent;        /* DATA sent against the receiver's window */
-    uint64_t rndv_sent;         /* DATA forced to rendezvous */
+    uint64_t rndv_sent;         /* messages sent by rendezvous (UCX's or chorus's) */
     uint64_t credit_sent;
     uint64_t credit_recv;
     uint64_t dropped;           /* messages dropped: malformed, wrong token, or late */
@@ -259,6 +288,7 @@ typedef struct tl_ucx_ctx {
     tl_ctrl_handler_t ctrl;
     void *ctrl_arg;
     uint8_t nonce[TL_UCX_NONCE_BYTES];
+    int rndv_chorus;            /* CHORUS_UCX_RNDV=chorus */
 
     ucp_context_h ucp;
     ucp_worker_h worker;
@@ -314,6 +344,8 @@ void tl_ucx_handshake_recv(tl_ucx_ctx_t *ctx, tl_ucx_peer_t *peer, const tl_ucx_
 void tl_ucx_peer_fail(tl_ucx_ctx_t *ctx, tl_ucx_peer_t *peer, chorus_status_t status);
 /* peer said BYE: it fails as closed, and its endpoint closes once our BYE_ACK has left. */
 void tl_ucx_peer_bye(tl_ucx_ctx_t *ctx, tl_ucx_peer_t *peer);
+/* Every request of peer waiting in one of its queues fails with status. */
+void tl_ucx_peer_fail_reqs(tl_ucx_ctx_t *ctx, tl_ucx_peer_t *peer, chorus_status_t status);
 /*
  * Peers past their handshake deadline fail; endpoints UCX failed, and those
  * whose BYE_ACK has left, are acted on.
@@ -357,6 +389,15 @@ int tl_ucx_reqq_fail(tl_ucx_ctx_t *ctx, tl_ucx_reqq_t *q, chorus_status_t status
  */
 void tl_ucx_ops_abandon(tl_ucx_ctx_t *ctx, tl_ucx_peer_t *peer, chorus_status_t status,
                         int recvs_too);
+
+/* ucx_probe.c */
+/*
+ * 0 when UCX_TLS (as set in the environment; NULL: unset) keeps UCX off
+ * every RDMA transport, else 1.
+ */
+int tl_ucx_tls_allow_rdma(const char *tls);
+/* 1 when UCX finds an RDMA device on this machine (its verbs component has one). */
+int tl_ucx_rdma_here(void);
 
 /* ucx_wire.c: pure encoders and decoders of what crosses the wire or the bootstrap. */
 void tl_ucx_hdr_encode(tl_ucx_hdr_t *wire, const tl_ucx_msg_hdr_t *hdr);

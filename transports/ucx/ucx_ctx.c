@@ -35,6 +35,13 @@ static const chorus__config_var_t ucx_vars[] = {
      "a rank holds for each peer; a peer that has filled it sends by rendezvous until the "
      "receives are posted (K, M, G suffixes)",
      chorus__config_parse_size, offsetof(tl_ucx_config_t, window_bytes)},
+    {"CHORUS_UCX_RNDV", "auto",
+     "with CHORUS_TRANSPORT=ucx, how a message that does not go at once travels: ucx, by "
+     "UCX's rendezvous (zero-copy where the device allows, as RDMA does); chorus, announced "
+     "and then sent in 256 KiB fragments of active messages once its receive is posted, "
+     "which keeps both directions of a link busy over UCX's TCP; auto, ucx where UCX finds "
+     "an RDMA device that UCX_TLS allows, else chorus",
+     chorus__config_parse_string, offsetof(tl_ucx_config_t, rndv)},
 };
 
 const chorus__config_table_t tl_ucx_config_table = {
@@ -259,6 +266,17 @@ static chorus_status_t ucx_read_config(tl_ucx_ctx_t *ctx)
 {
     if (chorus__config_read(&tl_ucx_config_table, &ctx->cfg) != CHORUS_OK)
         return CHORUS_ERR_INVALID_ARG;
+    if (strcmp(ctx->cfg.rndv.s, "auto") == 0) {
+        ctx->rndv_chorus = !(tl_ucx_rdma_here() && tl_ucx_tls_allow_rdma(getenv("UCX_TLS")));
+        chorus_debug("rank %d: ucx: CHORUS_UCX_RNDV=auto: %s's rendezvous", ctx->rank,
+                     ctx->rndv_chorus ? "chorus" : "UCX");
+    } else if (strcmp(ctx->cfg.rndv.s, "ucx") == 0 || strcmp(ctx->cfg.rndv.s, "chorus") == 0) {
+        ctx->rndv_chorus = strcmp(ctx->cfg.rndv.s, "chorus") == 0;
+    } else {
+        chorus_error("rank %d: ucx: CHORUS_UCX_RNDV='%s' is not auto, ucx or chorus", ctx->rank,
+                     ctx->cfg.rndv.s);
+        return CHORUS_ERR_INVALID_ARG;
+    }
     if (ctx->cfg.eager_bytes > TL_UCX_MAX_MSG || ctx->cfg.window_bytes > TL_UCX_MAX_MSG) {
         chorus_error("rank %d: ucx: CHORUS_UCX_EAGER_SIZE (%zu) and CHORUS_UCX_WINDOW (%zu) "
                      "must not exceed %llu bytes", ctx->rank, ctx->cfg.eager_bytes,
@@ -508,10 +526,8 @@ static void ucx_fail_all(tl_ctx_t *tctx, chorus_status_t status)
      * Every request fails now, sends in flight too: a peer that drops what we
      * announced once it hears BYE completes our send as if received.
      */
-    for (int r = 0; r < ctx->size; r++) {
-        tl_ucx_reqq_fail(ctx, &ctx->peers[r].sendq, status);
-        tl_ucx_reqq_fail(ctx, &ctx->peers[r].recvq, status);
-    }
+    for (int r = 0; r < ctx->size; r++)
+        tl_ucx_peer_fail_reqs(ctx, &ctx->peers[r], status);
     tl_ucx_ops_abandon(ctx, NULL, status, 0);
     ucx_say_bye(ctx, chorus__now() + TL_UCX_CLOSE_S);
     for (int r = 0; r < ctx->size; r++)

@@ -88,6 +88,12 @@ static void req_init(tl_req_t *req, int peer, uint32_t space, uint64_t tag, void
     req->capacity = capacity;
 }
 
+static void protocol_fail(tl_ucx_ctx_t *ctx, tl_ucx_peer_t *peer, const char *why)
+{
+    chorus_error("rank %d: ucx: peer %d broke the protocol: %s", ctx->rank, peer->rank, why);
+    tl_ucx_peer_fail(ctx, peer, CHORUS_ERR_PROTOCOL);
+}
+
 /* ---- operations in flight ------------------------------------------------------- */
 
 static tl_ucx_op_t *op_new(tl_ucx_ctx_t *ctx, tl_ucx_peer_t *peer, tl_req_t *req)
@@ -125,8 +131,17 @@ static void op_done(tl_ucx_op_t *op, ucs_status_t st)
         ctx->closes_due = 1;
     }
 
-    if (op->req != NULL)
+    if (op->req != NULL && op->part) {
+        /* One fragment of a chorus rendezvous: the send is over with its last. */
+        if (st != UCS_OK && op->req->status == CHORUS_OK)
+            op->req->status = status_of(op->peer, st);
+        op->req->moved += op->length;
+        if (op->req->moved == op->req->capacity)
+            tl_ucx_req_complete(ctx, op->req, op->req->status,
+                                op->req->status == CHORUS_OK ? op->req->capacity : 0);
+    } else if (op->req != NULL) {
         tl_ucx_req_complete(ctx, op->req, status_of(op->peer, st), st == UCS_OK ? op->length : 0);
+    }
     if (op->ucp != NULL)
         ucp_request_free(op->ucp);
     if (op->prev != NULL)
@@ -149,6 +164,10 @@ void tl_ucx_ops_abandon(tl_ucx_ctx_t *ctx, tl_ucx_peer_t *peer, chorus_status_t 
         next = op->next;
         if ((peer != NULL && op->peer != peer) || op->req == NULL)
             continue;
+        if (op->req->done) {
+            op->req = NULL;     /* another fragment of its send failed it already */
+            continue;
+        }
         if (op->recv && !recvs_too) {
             if (op->ucp != NULL)
                 ucp_request_cancel(ctx->worker, op->ucp);
@@ -247,6 +266,24 @@ chorus_status_t tl_ucx_post_ctl(tl_ucx_ctx_t *ctx, tl_ucx_peer_t *peer, tl_ucx_k
                 mac != NULL ? TL_UCX_MAC_BYTES : 0, UCP_AM_SEND_FLAG_EAGER);
 }
 
+/* A message announced by chorus's rendezvous waits for its CTS in the peer's rtsq. */
+static chorus_status_t post_rts(tl_ucx_ctx_t *ctx, tl_ucx_peer_t *peer, tl_req_t *req,
+                                tl_ucx_msg_hdr_t *hdr)
+{
+    tl_ucx_op_t *op = op_new(ctx, peer, NULL);
+
+    if (op == NULL) {
+        tl_ucx_req_complete(ctx, req, CHORUS_ERR_NO_MEMORY, 0);
+        return CHORUS_ERR_NO_MEMORY;
+    }
+    hdr->kind = TL_UCX_RTS;
+    hdr->value = req->capacity;
+    req->id = hdr->seq;
+    req->moved = 0;
+    reqq_push(&peer->rtsq, req);
+    return post(ctx, peer, op, hdr, NULL, 0, UCP_AM_SEND_FLAG_EAGER);
+}
+
 /* A send on an UP peer: eagerly against the window where it fits, else by rendezvous. */
 static chorus_status_t post_data(tl_ucx_ctx_t *ctx, tl_ucx_peer_t *peer, tl_req_t *req)
 {
@@ -255,12 +292,8 @@ static chorus_status_t post_data(tl_ucx_ctx_t *ctx, tl_ucx_peer_t *peer, tl_req_
     tl_ucx_msg_hdr_t hdr = {.kind = TL_UCX_DATA, .from = (uint32_t)ctx->rank,
                             .space = req->space, .tag = req->tag, .seq = peer->seq_out++};
     uint32_t flags = 0;
-    tl_ucx_op_t *op = op_new(ctx, peer, req);
+    tl_ucx_op_t *op;
 
-    if (op == NULL) {
-        tl_ucx_req_complete(ctx, req, CHORUS_ERR_NO_MEMORY, 0);
-        return CHORUS_ERR_NO_MEMORY;
-    }
     memcpy(hdr.token, peer->token_out, TL_UCX_TOKEN_BYTES);
     if (ctrl) {
         flags = UCP_AM_SEND_FLAG_EAGER;
@@ -271,10 +304,61 @@ static chorus_status_t post_data(tl_ucx_ctx_t *ctx, tl_ucx_peer_t *peer, tl_req_
         peer->charged_out += len;
         ctx->stats.eager_sent++;
     } else if (len > 0) {
-        flags = UCP_AM_SEND_FLAG_RNDV;
         ctx->stats.rndv_sent++;
+        if (ctx->rndv_chorus)
+            return post_rts(ctx, peer, req, &hdr);
+        flags = UCP_AM_SEND_FLAG_RNDV;
+    }
+    op = op_new(ctx, peer, req);
+    if (op == NULL) {
+        tl_ucx_req_complete(ctx, req, CHORUS_ERR_NO_MEMORY, 0);
+        return CHORUS_ERR_NO_MEMORY;
     }
     return post(ctx, peer, op, &hdr, req->buf, len, flags);
+}
+
+/* CTS for the announced message seq: its payload goes in RDATA fragments (none: dropped). */
+static void cts_recv(tl_ucx_ctx_t *ctx, tl_ucx_peer_t *peer, uint64_t seq, uint64_t asked)
+{
+    tl_req_t *req = NULL, *prev = NULL;
+
+    for (req = peer->rtsq.head; req != NULL && req->id != seq; prev = req, req = req->next)
+        ;
+    if (req == NULL || (asked != 0 && asked != req->capacity)) {
+        protocol_fail(ctx, peer, req == NULL ? "a CTS for no message announced"
+                                             : "a CTS for another length than announced");
+        return;
+    }
+    if (prev != NULL)
+        prev->next = req->next;
+    else
+        peer->rtsq.head = req->next;
+    if (peer->rtsq.tail == req)
+        peer->rtsq.tail = prev;
+    req->next = NULL;
+    if (asked == 0) {
+        /* The receive was too short: it failed there, the send is over here. */
+        tl_ucx_req_complete(ctx, req, CHORUS_OK, req->capacity);
+        return;
+    }
+    for (uint64_t off = 0; off < asked; off += TL_UCX_FRAG) {
+        tl_ucx_msg_hdr_t hdr = {.kind = TL_UCX_RDATA, .from = (uint32_t)ctx->rank, .seq = seq,
+                                .tag = off};
+        size_t n = asked - off < TL_UCX_FRAG ? (size_t)(asked - off) : TL_UCX_FRAG;
+        tl_ucx_op_t *op = op_new(ctx, peer, req);
+
+        if (op == NULL) {
+            /* The fragments posted complete; the rest count as failed now. */
+            req->status = CHORUS_ERR_NO_MEMORY;
+            req->moved += asked - off;
+            if (req->moved == req->capacity)
+                tl_ucx_req_complete(ctx, req, req->status, 0);
+            return;
+        }
+        op->part = 1;
+        memcpy(hdr.token, peer->token_out, TL_UCX_TOKEN_BYTES);
+        post(ctx, peer, op, &hdr, (const char *)req->buf + off, n, UCP_AM_SEND_FLAG_EAGER);
+    }
 }
 
 void tl_ucx_flush_sendq(tl_ucx_ctx_t *ctx, tl_ucx_peer_t *peer)
@@ -341,7 +425,7 @@ chorus_status_t tl_ucx_send_nb(tl_ctx_t *tctx, int rank, uint32_t space, uint64_
 
 static void ue_account(tl_ucx_ctx_t *ctx, const tl_ucx_msg_t *msg, int add)
 {
-    if (msg->desc != NULL)
+    if (msg->desc != NULL || msg->hdr.kind != TL_UCX_DATA)
         return;
     if (add) {
         ctx->stats.ue_bytes += msg->length;
@@ -401,6 +485,51 @@ static int msg_fits(const tl_ucx_ctx_t *ctx, int peer, uint64_t tag, size_t leng
     return 1;
 }
 
+/* Ask for the payload of the announced message seq (asked 0: it was dropped). */
+static void cts_send(tl_ucx_ctx_t *ctx, tl_ucx_peer_t *peer, uint64_t seq, uint64_t asked)
+{
+    tl_ucx_msg_hdr_t hdr = {.kind = TL_UCX_CTS, .from = (uint32_t)ctx->rank, .seq = seq,
+                            .value = asked};
+    tl_ucx_op_t *op;
+
+    if (peer->ep == NULL || (op = op_new(ctx, peer, NULL)) == NULL) {
+        if (peer->state != TL_UCX_PEER_CLOSED)
+            tl_ucx_peer_fail(ctx, peer, CHORUS_ERR_NO_MEMORY);
+        return;
+    }
+    memcpy(hdr.token, peer->token_out, TL_UCX_TOKEN_BYTES);
+    post(ctx, peer, op, &hdr, NULL, 0, UCP_AM_SEND_FLAG_EAGER);
+}
+
+/*
+ * An RDATA fragment into the receive it belongs to, which completes with its
+ * last. Fragments come in order (one endpoint, one sender): one at another
+ * offset, too long, or of no receive here is refused (0).
+ */
+static int rdata_place(tl_ucx_ctx_t *ctx, tl_ucx_peer_t *peer, uint64_t seq, uint64_t off,
+                       const void *data, size_t length)
+{
+    tl_req_t *req, *prev = NULL;
+
+    for (req = peer->rdvq.head; req != NULL && req->id != seq; prev = req, req = req->next)
+        ;
+    if (req == NULL || off != req->moved || length == 0 || length > req->offset - off)
+        return 0;
+    memcpy((char *)req->buf + off, data, length);
+    req->moved += length;
+    if (req->moved < req->offset)
+        return 1;
+    if (prev != NULL)
+        prev->next = req->next;
+    else
+        peer->rdvq.head = req->next;
+    if (peer->rdvq.tail == req)
+        peer->rdvq.tail = prev;
+    req->next = NULL;
+    tl_ucx_req_complete(ctx, req, CHORUS_OK, req->offset);
+    return 1;
+}
+
 /* A message meets its receive: the payload moves (or the receive fails as truncated). */
 static void deliver(tl_ucx_ctx_t *ctx, tl_ucx_peer_t *peer, tl_ucx_msg_t *msg, tl_req_t *req)
 {
@@ -412,6 +541,15 @@ static void deliver(tl_ucx_ctx_t *ctx, tl_ucx_peer_t *peer, tl_ucx_msg_t *msg, t
 
     if (!msg_fits(ctx, peer->rank, msg->hdr.tag, msg->length, req)) {
         tl_ucx_req_complete(ctx, req, CHORUS_ERR_TRUNCATED, 0);
+        if (msg->hdr.kind == TL_UCX_RTS)
+            cts_send(ctx, peer, msg->hdr.seq, 0);
+    } else if (msg->hdr.kind == TL_UCX_RTS) {
+        /* Its payload comes in RDATA, placed as it arrives (rdata_place). */
+        req->id = msg->hdr.seq;
+        req->offset = msg->length;
+        req->moved = 0;
+        reqq_push(&peer->rdvq, req);
+        cts_send(ctx, peer, msg->hdr.seq, msg->length);
     } else if (msg->desc == NULL) {
         if (msg->length > 0)
             memcpy(req->buf, msg->data, msg->length);
@@ -561,11 +699,16 @@ ucs_status_t tl_ucx_am_recv(void *arg, const void *header, size_t header_length,
         return UCS_OK;
     }
     /* A charged message may still come by rendezvous: UCX chooses, above its own bounds. */
-    if (length > TL_UCX_MAX_MSG || (rndv && hdr.kind != TL_UCX_DATA)) {
+    if (length > TL_UCX_MAX_MSG || (rndv && hdr.kind != TL_UCX_DATA && hdr.kind != TL_UCX_RDATA) ||
+        (hdr.kind == TL_UCX_RTS && length != 0)) {
         dropped(ctx, (int)hdr.from, "payload not as its kind allows");
         return UCS_OK;
     }
     if (hdr.kind == TL_UCX_DATA && !rndv && deliver_now(ctx, peer, &hdr, data, length))
+        return UCS_OK;
+    /* A fragment goes where its receive is, now; one that does not fit is for progress. */
+    if (hdr.kind == TL_UCX_RDATA && !rndv && peer->state != TL_UCX_PEER_CLOSED &&
+        rdata_place(ctx, peer, hdr.seq, hdr.tag, data, length))
         return UCS_OK;
     msg = malloc(sizeof(*msg) + (rndv ? 0 : length));
     if (msg == NULL) {
@@ -575,7 +718,8 @@ ucs_status_t tl_ucx_am_recv(void *arg, const void *header, size_t header_length,
         return UCS_OK;  /* a rendezvous descriptor goes back to UCX */
     }
     msg->hdr = hdr;
-    msg->length = length;
+    /* An announcement carries no payload: its length is the message's. */
+    msg->length = hdr.kind == TL_UCX_RTS ? hdr.value : length;
     msg->desc = rndv ? data : NULL;
     if (!rndv && length > 0)
         memcpy(msg->data, data, length);
@@ -583,11 +727,6 @@ ucs_status_t tl_ucx_am_recv(void *arg, const void *header, size_t header_length,
     return rndv ? UCS_INPROGRESS : UCS_OK;
 }
 
-static void protocol_fail(tl_ucx_ctx_t *ctx, tl_ucx_peer_t *peer, const char *why)
-{
-    chorus_error("rank %d: ucx: peer %d broke the protocol: %s", ctx->rank, peer->rank, why);
-    tl_ucx_peer_fail(ctx, peer, CHORUS_ERR_PROTOCOL);
-}
 
 static void data_recv(tl_ucx_ctx_t *ctx, tl_ucx_peer_t *peer, tl_ucx_msg_t *msg)
 {
@@ -600,7 +739,8 @@ static void data_recv(tl_ucx_ctx_t *ctx, tl_ucx_peer_t *peer, tl_ucx_msg_t *msg)
     }
     peer->seq_in++;
     if (msg->hdr.tag & TL_TAG_CTRL) {
-        if (msg->desc != NULL || msg->length > TL_CTRL_MAX || msg->hdr.charged) {
+        if (msg->desc != NULL || msg->length > TL_CTRL_MAX || msg->hdr.charged ||
+            msg->hdr.kind != TL_UCX_DATA) {
             protocol_fail(ctx, peer, "a control message that is not small and eager");
             tl_ucx_msg_drop(ctx, msg);
             return;
@@ -646,8 +786,18 @@ void tl_ucx_arrivals(tl_ucx_ctx_t *ctx)
         }
         switch (msg->hdr.kind) {
         case TL_UCX_DATA:
+        case TL_UCX_RTS:
             data_recv(ctx, peer, msg);
             continue;   /* data_recv keeps or frees it */
+        case TL_UCX_CTS:
+            cts_recv(ctx, peer, msg->hdr.seq, msg->hdr.value);
+            break;
+        case TL_UCX_RDATA:
+            /* A fragment by UCX's rendezvous, or one the callback could not place. */
+            if (msg->desc != NULL ||
+                !rdata_place(ctx, peer, msg->hdr.seq, msg->hdr.tag, msg->data, msg->length))
+                protocol_fail(ctx, peer, "a fragment of no announced message, or out of place");
+            break;
         case TL_UCX_CREDIT:
             credit_recv(ctx, peer, msg->hdr.value);
             break;

@@ -180,6 +180,14 @@ void tl_ucx_handshake_recv(tl_ucx_ctx_t *ctx, tl_ucx_peer_t *peer, const tl_ucx_
     }
 }
 
+void tl_ucx_peer_fail_reqs(tl_ucx_ctx_t *ctx, tl_ucx_peer_t *peer, chorus_status_t status)
+{
+    tl_ucx_reqq_fail(ctx, &peer->sendq, status);
+    tl_ucx_reqq_fail(ctx, &peer->recvq, status);
+    tl_ucx_reqq_fail(ctx, &peer->rtsq, status);
+    tl_ucx_reqq_fail(ctx, &peer->rdvq, status);
+}
+
 /* Rendezvous announcements of a closed peer go; its eager messages stay to be received. */
 static void ueq_drop_rndv(tl_ucx_ctx_t *ctx, tl_ucx_peer_t *peer)
 {
@@ -187,7 +195,7 @@ static void ueq_drop_rndv(tl_ucx_ctx_t *ctx, tl_ucx_peer_t *peer)
 
     peer->ueq.tail = NULL;
     while ((msg = *link) != NULL) {
-        if (msg->desc != NULL) {
+        if (msg->desc != NULL || msg->hdr.kind == TL_UCX_RTS) {
             *link = msg->next;
             tl_ucx_msg_drop(ctx, msg);
         } else {
@@ -210,8 +218,7 @@ void tl_ucx_peer_fail(tl_ucx_ctx_t *ctx, tl_ucx_peer_t *peer, chorus_status_t st
         tl_ucx_ep_close(ctx, peer->ep);
         peer->ep = NULL;
     }
-    tl_ucx_reqq_fail(ctx, &peer->sendq, status);
-    tl_ucx_reqq_fail(ctx, &peer->recvq, status);
+    tl_ucx_peer_fail_reqs(ctx, peer, status);
     tl_ucx_ops_abandon(ctx, peer, status, 0);
     ueq_drop_rndv(ctx, peer);
 }
@@ -224,8 +231,7 @@ void tl_ucx_peer_bye(tl_ucx_ctx_t *ctx, tl_ucx_peer_t *peer)
         ctx->connecting--;
     peer->state = TL_UCX_PEER_CLOSED;
     peer->failed = CHORUS_ERR_PEER_FAILED;
-    tl_ucx_reqq_fail(ctx, &peer->sendq, peer->failed);
-    tl_ucx_reqq_fail(ctx, &peer->recvq, peer->failed);
+    tl_ucx_peer_fail_reqs(ctx, peer, peer->failed);
     ueq_drop_rndv(ctx, peer);
     /* The answer closes the endpoint once it has left (op_done); without one, close now. */
     if (peer->ep == NULL || tl_ucx_post_ctl(ctx, peer, TL_UCX_BYE_ACK, 0, NULL) != CHORUS_OK) {

@@ -39,6 +39,25 @@ static int all_zero(const uint8_t *p, size_t n)
     return acc == 0;
 }
 
+/* Fields a kind does not use are zero; those it uses are within bounds. Only DATA is charged. */
+static int fields_fit(const tl_ucx_msg_hdr_t *h)
+{
+    switch (h->kind) {
+    case TL_UCX_DATA:
+        return h->value == 0;
+    case TL_UCX_RTS:
+        return !h->charged && h->value > 0 && h->value <= TL_UCX_MAX_MSG;
+    case TL_UCX_CTS:
+        return !h->charged && !h->space && !h->tag && h->value <= TL_UCX_MAX_MSG;
+    case TL_UCX_RDATA:
+        return !h->charged && !h->space && h->tag < TL_UCX_MAX_MSG && !h->value;
+    case TL_UCX_CREDIT:
+        return !h->charged && !h->space && !h->tag && !h->seq && h->value <= TL_UCX_MAX_MSG;
+    default:
+        return !h->charged && !h->space && !h->tag && !h->seq && !h->value;
+    }
+}
+
 chorus_status_t tl_ucx_hdr_decode(const void *buf, size_t len, int size, tl_ucx_msg_hdr_t *hdr)
 {
     tl_ucx_hdr_t w;
@@ -58,10 +77,7 @@ chorus_status_t tl_ucx_hdr_decode(const void *buf, size_t len, int size, tl_ucx_
     h.seq = le64toh(w.seq);
     h.value = le64toh(w.value);
     memcpy(h.token, w.token, TL_UCX_TOKEN_BYTES);
-    /* Fields a kind does not use are zero; only DATA is charged. */
-    if (h.kind != TL_UCX_DATA && (h.charged || h.space || h.tag || h.seq))
-        return CHORUS_ERR_PROTOCOL;
-    if (h.kind != TL_UCX_CREDIT && h.value != 0)
+    if (!fields_fit(&h))
         return CHORUS_ERR_PROTOCOL;
     if (h.kind <= TL_UCX_REJECT && !all_zero(h.token, TL_UCX_TOKEN_BYTES))
         return CHORUS_ERR_PROTOCOL;
