@@ -74,7 +74,7 @@ fi
 # so all of their files are taken: a file added there needs no change here.
 util_srcs="$(cd "$top" && echo src/util/*.c) tests/fuzz/fuzz_stubs.c"
 boot_srcs="src/core/bootstrap_wire.c $util_srcs"
-tcp_srcs="$(cd "$top" && echo transports/tcp/*.c) $util_srcs"
+tcp_srcs="$(cd "$top" && echo transports/tcp/*.c) transports/base/req.c $util_srcs"
 shm_srcs="transports/shm/shm_sync.c transports/shm/shm_desc.c transports/base/coll_args.c $util_srcs"
 
 srcs_of() {

@@ -65,7 +65,8 @@ typedef struct {
  * status (and, for a receive, the received length) and then done. Fields
  * after "length" are the transport's own.
  */
-typedef struct tl_req {
+typedef struct tl_req tl_req_t;
+struct tl_req {
     volatile int done;
     chorus_status_t status;
     size_t length;              /* bytes received (receives) */
@@ -80,7 +81,13 @@ typedef struct tl_req {
     uint64_t id;                /* a transport's handle of the message (rendezvous) */
     size_t frag;                /* bytes of each fragment its payload travels in */
     size_t moved;               /* payload bytes written so far */
-} tl_req_t;
+};
+
+/* A FIFO of requests linked through tl_req_t.next. */
+typedef struct {
+    tl_req_t *head;
+    tl_req_t *tail;
+} tl_reqq_t;
 
 /* A control message arrived whole: from peer, in space, with tag (TL_TAG_CTRL set). */
 typedef void (*tl_ctrl_handler_t)(void *arg, int peer, uint32_t space, uint64_t tag,
@@ -154,6 +161,28 @@ typedef struct {
 } tl_ops_t;
 
 #define TL_ADDR_MAX 320
+
+/* ---- what every transport does alike (req.c) ---- */
+
+/* The request is over: status and length, then done (a release: who sees done sees them). */
+void tl_req_complete(tl_req_t *req, chorus_status_t status, size_t length);
+void tl_reqq_push(tl_reqq_t *q, tl_req_t *req);
+tl_req_t *tl_reqq_pop(tl_reqq_t *q);
+/* Unlink the oldest receive a message of (space, tag) meets (same-tag messages match in order). */
+tl_req_t *tl_reqq_take(tl_reqq_t *q, uint32_t space, uint64_t tag);
+/* Unlink the request with this id (a transport's handle of its message), or NULL. */
+tl_req_t *tl_reqq_take_id(tl_reqq_t *q, uint64_t id);
+/*
+ * 1 when a message (tag, length) from peer may land in the receive req it
+ * met at `rank`; else logs why not (longer than the receive, or TL_TAG_FINAL
+ * differs) and returns 0: the receive then fails as truncated.
+ */
+int tl_msg_fits(int rank, int peer, uint64_t tag, uint64_t length, const tl_req_t *req);
+/*
+ * The checks of ctx_create every transport (named tl) makes: a rank within
+ * the size, a bind host, a non-empty key, a positive timeout.
+ */
+chorus_status_t tl_ctx_params_check(const char *tl, const tl_ctx_params_t *params);
 
 /*
  * Every point-to-point transport built in, in order of preference: a peer

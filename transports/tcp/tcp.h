@@ -180,11 +180,6 @@ typedef enum {
     TL_TCP_RX_DISCARD           /* draining the payload of a truncated message */
 } tl_tcp_rx_state_t;
 
-/* FIFO of requests linked through tl_req_t.next. */
-typedef struct {
-    tl_req_t *head;
-    tl_req_t *tail;
-} tl_tcp_reqq_t;
 
 /* One side of a connection's authentication. */
 typedef enum {
@@ -277,9 +272,9 @@ typedef struct {
     double deadline;            /* CONNECTING, WAITING: the connection must be up by then */
 
     /* sending */
-    tl_tcp_reqq_t sendq;        /* posted, not started */
-    tl_tcp_reqq_t rtsq;         /* RTS written, waiting for CTS */
-    tl_tcp_reqq_t rdataq;       /* cleared to send: payload going out, head first */
+    tl_reqq_t sendq;        /* posted, not started */
+    tl_reqq_t rtsq;         /* RTS written, waiting for CTS */
+    tl_reqq_t rdataq;       /* cleared to send: payload going out, head first */
     tl_tcp_tx_t tx;
     uint64_t tx_credit;         /* eager bytes the peer still takes */
     int granted;                /* the peer's first CREDIT came: messages may start */
@@ -287,7 +282,7 @@ typedef struct {
     uint32_t next_id;
 
     /* receiving */
-    tl_tcp_reqq_t postq;        /* posted receives not yet matched */
+    tl_reqq_t postq;        /* posted receives not yet matched */
     tl_tcp_ueq_t ueq;           /* unexpected eager messages and RTS, in arrival order */
     tl_tcp_ueq_t ctsq;          /* matched rendezvous: CTS to write */
     tl_tcp_ueq_t rdvq;          /* CTS written: payload expected, head first */
@@ -415,21 +410,7 @@ ssize_t tl_tcp_tx_send(int fd, tl_tcp_tx_t *tx, tl_tcp_rate_t *rate);
 int tl_tcp_tx_fail(tl_tcp_tx_t *tx, chorus_status_t status);
 /* Keep EPOLLOUT armed exactly while the peer has something to write; returns completions. */
 int tl_tcp_peer_update_events(tl_ctx_t *ctx, tl_tcp_peer_t *peer);
-void tl_tcp_req_complete(tl_req_t *req, chorus_status_t status, size_t length);
-void tl_tcp_reqq_push(tl_tcp_reqq_t *q, tl_req_t *req);
-tl_req_t *tl_tcp_reqq_pop(tl_tcp_reqq_t *q);
-/* Unlink the oldest request with this space and tag (same-tag messages match in order). */
-tl_req_t *tl_tcp_reqq_take(tl_tcp_reqq_t *q, uint32_t space, uint64_t tag);
-/* Unlink the request with this rendezvous id, or NULL. */
-tl_req_t *tl_tcp_reqq_take_id(tl_tcp_reqq_t *q, uint64_t id);
-int tl_tcp_reqq_fail(tl_tcp_reqq_t *q, chorus_status_t status);
-/*
- * 1 when a message (tag, length) from peer may land in the receive req it
- * met; else logs why not (longer than the receive, or TL_TAG_FINAL differs)
- * and returns 0: the receive then fails as truncated.
- */
-int tl_tcp_msg_fits(const tl_ctx_t *ctx, int peer, uint64_t tag, uint64_t length,
-                    const tl_req_t *req);
+int tl_tcp_reqq_fail(tl_reqq_t *q, chorus_status_t status);
 chorus_status_t tl_tcp_send_nb(tl_ctx_t *ctx, int peer, uint32_t space, uint64_t tag,
                                const void *buf, size_t len, tl_req_t *req);
 chorus_status_t tl_tcp_recv_nb(tl_ctx_t *ctx, int peer, uint32_t space, uint64_t tag,

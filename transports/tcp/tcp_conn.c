@@ -87,104 +87,16 @@ chorus_status_t tl_tcp_header_check(const tl_tcp_hdr_t *wire, tl_tcp_frame_t *fr
 
 /* ---- Requests and their queues ---------------------------------------------- */
 
-void tl_tcp_req_complete(tl_req_t *req, chorus_status_t status, size_t length)
-{
-    req->status = status;
-    req->length = length;
-    req->next = NULL;
-    /* Release: a thread that sees done also sees status, length and the data. */
-    __atomic_store_n(&req->done, 1, __ATOMIC_RELEASE);
-}
-
-void tl_tcp_reqq_push(tl_tcp_reqq_t *q, tl_req_t *req)
-{
-    req->next = NULL;
-    if (q->tail != NULL)
-        q->tail->next = req;
-    else
-        q->head = req;
-    q->tail = req;
-}
-
-tl_req_t *tl_tcp_reqq_pop(tl_tcp_reqq_t *q)
-{
-    tl_req_t *req = q->head;
-
-    if (req != NULL) {
-        q->head = req->next;
-        if (q->head == NULL)
-            q->tail = NULL;
-        req->next = NULL;
-    }
-    return req;
-}
-
-static tl_req_t *reqq_unlink(tl_tcp_reqq_t *q, tl_req_t *prev, tl_req_t *req)
-{
-    if (prev != NULL)
-        prev->next = req->next;
-    else
-        q->head = req->next;
-    if (q->tail == req)
-        q->tail = prev;
-    req->next = NULL;
-    return req;
-}
-
-tl_req_t *tl_tcp_reqq_take(tl_tcp_reqq_t *q, uint32_t space, uint64_t tag)
-{
-    tl_req_t *prev = NULL;
-
-    for (tl_req_t *req = q->head; req != NULL; prev = req, req = req->next) {
-        if (tl_tag_meets(tag, req->tag) && req->space == space)
-            return reqq_unlink(q, prev, req);
-    }
-    return NULL;
-}
-
-tl_req_t *tl_tcp_reqq_take_id(tl_tcp_reqq_t *q, uint64_t id)
-{
-    tl_req_t *prev = NULL;
-
-    for (tl_req_t *req = q->head; req != NULL; prev = req, req = req->next) {
-        if (req->id == id)
-            return reqq_unlink(q, prev, req);
-    }
-    return NULL;
-}
-
-int tl_tcp_reqq_fail(tl_tcp_reqq_t *q, chorus_status_t status)
+int tl_tcp_reqq_fail(tl_reqq_t *q, chorus_status_t status)
 {
     tl_req_t *req;
     int n = 0;
 
-    while ((req = tl_tcp_reqq_pop(q)) != NULL) {
-        tl_tcp_req_complete(req, status, 0);
+    while ((req = tl_reqq_pop(q)) != NULL) {
+        tl_req_complete(req, status, 0);
         n++;
     }
     return n;
-}
-
-int tl_tcp_msg_fits(const tl_ctx_t *ctx, int peer, uint64_t tag, uint64_t length,
-                    const tl_req_t *req)
-{
-    if (length > req->capacity) {
-        chorus_error("rank %d: message from peer %d with tag %llu has %llu bytes but the "
-                     "receive holds %zu; request fails as truncated", ctx->rank, peer,
-                     (unsigned long long)tag, (unsigned long long)length, req->capacity);
-        return 0;
-    }
-    if ((tag ^ req->tag) & TL_TAG_FINAL) {
-        chorus_error("rank %d: message from peer %d with tag %llu is %s; the ranks' calls "
-                     "differ (request fails as truncated)", ctx->rank, peer,
-                     (unsigned long long)(tag & ~TL_TAG_FINAL),
-                     (tag & TL_TAG_FINAL) ? "the peer's last for this call, but this rank "
-                                            "expects more from it"
-                                          : "not the peer's last for this call, but this "
-                                            "rank expects none after it");
-        return 0;
-    }
-    return 1;
 }
 
 /* ---- Peers ------------------------------------------------------------------ */
@@ -239,7 +151,7 @@ int tl_tcp_tx_fail(tl_tcp_tx_t *tx, chorus_status_t status)
 
     if (tx->busy && tx->req != NULL && !tx->req->done &&
         (tx->hdr.type == TL_TCP_FRAME_DATA || tx->hdr.type == TL_TCP_FRAME_RDATA)) {
-        tl_tcp_req_complete(tx->req, status, 0);
+        tl_req_complete(tx->req, status, 0);
         n = 1;
     }
     memset(tx, 0, sizeof(*tx));
@@ -276,7 +188,7 @@ int tl_tcp_peer_fail(tl_ctx_t *ctx, tl_tcp_peer_t *peer, chorus_status_t status)
     n += tl_tcp_reqq_fail(&peer->postq, status);
     n += tl_tcp_peer_drop_rx(ctx, peer, status);
     if (peer->rx_req != NULL) {
-        tl_tcp_req_complete(peer->rx_req, status, 0);
+        tl_req_complete(peer->rx_req, status, 0);
         peer->rx_req = NULL;
         n++;
     }
@@ -411,14 +323,14 @@ static int rx_match(tl_ctx_t *ctx, tl_tcp_peer_t *peer, tl_req_t *req)
 {
     const tl_tcp_frame_t *f = &peer->rx_frame;
 
-    if (!tl_tcp_msg_fits(ctx, peer->rank, f->tag, f->length, req)) {
-        tl_tcp_req_complete(req, CHORUS_ERR_TRUNCATED, 0);
+    if (!tl_msg_fits(ctx->rank, peer->rank, f->tag, f->length, req)) {
+        tl_req_complete(req, CHORUS_ERR_TRUNCATED, 0);
         /* The payload still has to leave the stream to keep the framing. */
         peer->rx_state = TL_TCP_RX_DISCARD;
         return 1;
     }
     if (f->length == 0) {
-        tl_tcp_req_complete(req, CHORUS_OK, 0);
+        tl_req_complete(req, CHORUS_OK, 0);
         return 1;
     }
     peer->rx_req = req;
@@ -472,7 +384,7 @@ static int rx_data(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
     if (f->length > peer->rx_credit)
         return tl_tcp_peer_protocol(ctx, peer, "eager data beyond the window it was granted");
     peer->rx_credit -= f->length;
-    req = tl_tcp_reqq_take(&peer->postq, f->space, f->tag);
+    req = tl_reqq_take(&peer->postq, f->space, f->tag);
     if (req == NULL)
         return rx_unexpected(ctx, peer, 0);
     /* Straight into the receive: the bytes never occupy this rank's memory. */
@@ -532,7 +444,7 @@ static int rx_payload_done(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
         return tl_tcp_rdata_arrived(ctx, peer, rec, peer->rx_frame.length);
     }
     if (peer->rx_req != NULL) {
-        tl_tcp_req_complete(peer->rx_req, CHORUS_OK, (size_t)peer->rx_frame.length);
+        tl_req_complete(peer->rx_req, CHORUS_OK, (size_t)peer->rx_frame.length);
         peer->rx_req = NULL;
         n = 1;
     } else if (peer->rx_ue != NULL && peer->rx_ctrl) {
@@ -670,7 +582,7 @@ static chorus_status_t post_failed(tl_ctx_t *ctx, tl_tcp_peer_t *peer, tl_req_t 
     chorus_status_t status = ctx->fatal != CHORUS_OK ? ctx->fatal : peer->failed;
 
     if (status != CHORUS_OK)
-        tl_tcp_req_complete(req, status, 0);
+        tl_req_complete(req, status, 0);
     return status;
 }
 
@@ -678,15 +590,15 @@ static chorus_status_t post_failed(tl_ctx_t *ctx, tl_tcp_peer_t *peer, tl_req_t 
 static chorus_status_t send_self(tl_ctx_t *ctx, tl_tcp_peer_t *self, tl_req_t *req)
 {
     int ctrl = (req->tag & TL_TAG_CTRL) != 0;
-    tl_req_t *recv = ctrl ? NULL : tl_tcp_reqq_take(&self->postq, req->space, req->tag);
+    tl_req_t *recv = ctrl ? NULL : tl_reqq_take(&self->postq, req->space, req->tag);
 
     if (recv != NULL) {
-        if (!tl_tcp_msg_fits(ctx, ctx->rank, req->tag, req->capacity, recv)) {
-            tl_tcp_req_complete(recv, CHORUS_ERR_TRUNCATED, 0);
+        if (!tl_msg_fits(ctx->rank, ctx->rank, req->tag, req->capacity, recv)) {
+            tl_req_complete(recv, CHORUS_ERR_TRUNCATED, 0);
         } else {
             if (req->capacity > 0)
                 memcpy(recv->buf, req->buf, req->capacity);
-            tl_tcp_req_complete(recv, CHORUS_OK, req->capacity);
+            tl_req_complete(recv, CHORUS_OK, req->capacity);
         }
     } else {
         tl_tcp_ue_t *ue = tl_tcp_ue_alloc(ctx, req->space, req->tag, req->capacity);
@@ -694,7 +606,7 @@ static chorus_status_t send_self(tl_ctx_t *ctx, tl_tcp_peer_t *self, tl_req_t *r
         if (ue == NULL) {
             chorus_error("rank %d: no memory for a %zu-byte message to itself", ctx->rank,
                          req->capacity);
-            tl_tcp_req_complete(req, CHORUS_ERR_NO_MEMORY, 0);
+            tl_req_complete(req, CHORUS_ERR_NO_MEMORY, 0);
             return CHORUS_ERR_NO_MEMORY;
         }
         if (req->capacity > 0)
@@ -705,7 +617,7 @@ static chorus_status_t send_self(tl_ctx_t *ctx, tl_tcp_peer_t *self, tl_req_t *r
         else
             tl_tcp_ueq_push(&self->ueq, ue);
     }
-    tl_tcp_req_complete(req, CHORUS_OK, req->capacity);
+    tl_req_complete(req, CHORUS_OK, req->capacity);
     ctx->deferred += recv != NULL ? 2 : 1;
     return CHORUS_OK;
 }
@@ -731,7 +643,7 @@ chorus_status_t tl_tcp_send_nb(tl_ctx_t *ctx, int peer_rank, uint32_t space, uin
         return status;
     if (peer_rank == ctx->rank)
         return send_self(ctx, peer, req);
-    tl_tcp_reqq_push(&peer->sendq, req);
+    tl_reqq_push(&peer->sendq, req);
     if (peer->state == TL_TCP_PEER_IDLE && !peer->accepting) {
         /* First use: the connection opens now; a peer found gone fails this send at once. */
         ctx->deferred += tl_tcp_connect(ctx, peer);
@@ -749,12 +661,12 @@ chorus_status_t tl_tcp_send_nb(tl_ctx_t *ctx, int peer_rank, uint32_t space, uin
 static void recv_unexpected(tl_ctx_t *ctx, tl_tcp_peer_t *peer, tl_tcp_ue_t *ue,
                             tl_req_t *req)
 {
-    if (!tl_tcp_msg_fits(ctx, peer->rank, ue->tag, ue->length, req)) {
+    if (!tl_msg_fits(ctx->rank, peer->rank, ue->tag, ue->length, req)) {
         if (ue == peer->rx_ue) {
             peer->rx_ue = NULL;
             peer->rx_state = TL_TCP_RX_DISCARD;
         }
-        tl_tcp_req_complete(req, CHORUS_ERR_TRUNCATED, 0);
+        tl_req_complete(req, CHORUS_ERR_TRUNCATED, 0);
         ctx->deferred++;
     } else if (ue == peer->rx_ue) {
         /* Still arriving: move what came so far; the rest lands in place. */
@@ -765,7 +677,7 @@ static void recv_unexpected(tl_ctx_t *ctx, tl_tcp_peer_t *peer, tl_tcp_ue_t *ue,
     } else {
         if (ue->length > 0)
             memcpy(req->buf, ue->data, (size_t)ue->length);
-        tl_tcp_req_complete(req, CHORUS_OK, (size_t)ue->length);
+        tl_req_complete(req, CHORUS_OK, (size_t)ue->length);
         ctx->deferred++;
     }
     tl_tcp_ue_release(ctx, peer, ue);
@@ -790,7 +702,7 @@ chorus_status_t tl_tcp_recv_nb(tl_ctx_t *ctx, int peer_rank, uint32_t space, uin
     if (ue != NULL && ue->rts && peer->state == TL_TCP_PEER_CLOSED) {
         /* Announced, but its payload went with the connection. */
         tl_tcp_ue_release(ctx, NULL, ue);
-        tl_tcp_req_complete(req, peer->failed, 0);
+        tl_req_complete(req, peer->failed, 0);
         return peer->failed;
     }
     if (ue != NULL && ue->rts) {
@@ -806,6 +718,6 @@ chorus_status_t tl_tcp_recv_nb(tl_ctx_t *ctx, int peer_rank, uint32_t space, uin
     status = post_failed(ctx, peer, req);
     if (status != CHORUS_OK)
         return status;
-    tl_tcp_reqq_push(&peer->postq, req);
+    tl_reqq_push(&peer->postq, req);
     return CHORUS_OK;
 }

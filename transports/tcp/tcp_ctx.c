@@ -90,30 +90,6 @@ static void tcp_query(tl_caps_t *caps_p)
     caps_p->bandwidth_gbs = 1.25;
 }
 
-static chorus_status_t check_params(const tl_ctx_params_t *params)
-{
-    if (params == NULL) {
-        chorus_error("tcp: ctx_create: params is NULL");
-        return CHORUS_ERR_INVALID_ARG;
-    }
-    if (params->size < 1 || params->rank < 0 || params->rank >= params->size) {
-        chorus_error("tcp: ctx_create: rank %d of size %d is out of range", params->rank,
-                     params->size);
-        return CHORUS_ERR_INVALID_ARG;
-    }
-    if (params->bind_host == NULL || params->auth_key == NULL || params->auth_key_len == 0) {
-        chorus_error("rank %d: tcp: ctx_create needs a bind host and a non-empty auth key",
-                     params->rank);
-        return CHORUS_ERR_INVALID_ARG;
-    }
-    if (!(params->timeout_s > 0)) {
-        chorus_error("rank %d: tcp: ctx_create: timeout %g s must be positive", params->rank,
-                     params->timeout_s);
-        return CHORUS_ERR_INVALID_ARG;
-    }
-    return CHORUS_OK;
-}
-
 /* One more address to listen on, published in that order. */
 static chorus_status_t tcp_listen(tl_ctx_t *ctx, const char *host)
 {
@@ -354,7 +330,7 @@ static chorus_status_t tcp_slots_alloc(tl_ctx_t *ctx)
 
 static chorus_status_t tcp_ctx_create(const tl_ctx_params_t *params, tl_ctx_t **ctx_p)
 {
-    chorus_status_t status = check_params(params);
+    chorus_status_t status = tl_ctx_params_check("tcp", params);
     tl_ctx_t *ctx;
 
     chorus__log_init();

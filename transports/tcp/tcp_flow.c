@@ -194,7 +194,7 @@ static int recq_fail(tl_ctx_t *ctx, tl_tcp_ueq_t *q, chorus_status_t status)
 
     while ((rec = tl_tcp_ueq_pop(q)) != NULL) {
         if (rec->req != NULL) {
-            tl_tcp_req_complete(rec->req, status, 0);
+            tl_req_complete(rec->req, status, 0);
             n++;
         }
         ue_free(ctx, rec);
@@ -269,8 +269,8 @@ int tl_tcp_recv_rts(tl_ctx_t *ctx, tl_tcp_peer_t *peer, tl_tcp_ue_t *rts, tl_req
     rts->frag = tl_tcp_stripe_frag(rts->length, peer->nlanes);
     frags = (rts->length + rts->frag - 1) / rts->frag;
     rts->seen = &rts->seen_few;
-    if (!tl_tcp_msg_fits(ctx, peer->rank, rts->tag, rts->length, req)) {
-        tl_tcp_req_complete(req, CHORUS_ERR_TRUNCATED, 0);
+    if (!tl_msg_fits(ctx->rank, peer->rank, rts->tag, rts->length, req)) {
+        tl_req_complete(req, CHORUS_ERR_TRUNCATED, 0);
         n = 1;
         /* The CTS says "dropped": the payload never travels. */
         rts->req = NULL;
@@ -278,7 +278,7 @@ int tl_tcp_recv_rts(tl_ctx_t *ctx, tl_tcp_peer_t *peer, tl_tcp_ue_t *rts, tl_req
                (rts->seen = calloc((size_t)(frags + 63) / 64, sizeof(uint64_t))) == NULL) {
         chorus_error("rank %d: no memory to track the %llu fragments of a message from "
                      "peer %d", ctx->rank, (unsigned long long)frags, peer->rank);
-        tl_tcp_req_complete(req, CHORUS_ERR_NO_MEMORY, 0);
+        tl_req_complete(req, CHORUS_ERR_NO_MEMORY, 0);
         n = 1;
         rts->req = NULL;
     } else {
@@ -299,7 +299,7 @@ int tl_tcp_rx_rts(tl_ctx_t *ctx, tl_tcp_peer_t *peer, const tl_tcp_frame_t *fram
                      peer->rank);
         return tl_tcp_peer_fail(ctx, peer, CHORUS_ERR_NO_MEMORY);
     }
-    req = tl_tcp_reqq_take(&peer->postq, frame->space, frame->tag);
+    req = tl_reqq_take(&peer->postq, frame->space, frame->tag);
     if (req == NULL) {
         tl_tcp_ueq_push(&peer->ueq, rts);
         return 0;
@@ -310,31 +310,31 @@ int tl_tcp_rx_rts(tl_ctx_t *ctx, tl_tcp_peer_t *peer, const tl_tcp_frame_t *fram
 chorus_status_t tl_tcp_rx_cts(tl_ctx_t *ctx, tl_tcp_peer_t *peer, const tl_tcp_frame_t *frame,
                               int *completed_p)
 {
-    tl_req_t *req = tl_tcp_reqq_take_id(&peer->rtsq, frame->id);
+    tl_req_t *req = tl_reqq_take_id(&peer->rtsq, frame->id);
 
     (void)ctx;
     if (req == NULL)
         return CHORUS_ERR_PROTOCOL;
     if (frame->length != 0 && frame->length != req->capacity) {
-        tl_tcp_reqq_push(&peer->rtsq, req);
+        tl_reqq_push(&peer->rtsq, req);
         return CHORUS_ERR_PROTOCOL;
     }
     *completed_p = 0;
     if (frame->length != 0 && (frame->space < TL_TCP_FRAG_MIN || frame->space > TL_TCP_FRAG_MAX ||
                                (frame->space & (frame->space - 1)) != 0)) {
-        tl_tcp_reqq_push(&peer->rtsq, req);
+        tl_reqq_push(&peer->rtsq, req);
         return CHORUS_ERR_PROTOCOL;
     }
     if (frame->length == 0) {
         /* The receiver dropped it as truncated: this side's part is done. */
-        tl_tcp_req_complete(req, CHORUS_OK, req->capacity);
+        tl_req_complete(req, CHORUS_OK, req->capacity);
         *completed_p = 1;
         return CHORUS_OK;
     }
     req->offset = 0;
     req->moved = 0;
     req->frag = frame->space;
-    tl_tcp_reqq_push(&peer->rdataq, req);
+    tl_reqq_push(&peer->rdataq, req);
     return CHORUS_OK;
 }
 
@@ -368,7 +368,7 @@ int tl_tcp_rdata_arrived(tl_ctx_t *ctx, tl_tcp_peer_t *peer, tl_tcp_ue_t *rec, u
     if (rec->got < rec->length)
         return 0;
     ueq_remove(&peer->rdvq, rec);
-    tl_tcp_req_complete(rec->req, CHORUS_OK, (size_t)rec->length);
+    tl_req_complete(rec->req, CHORUS_OK, (size_t)rec->length);
     ue_free(ctx, rec);
     return 1;
 }
@@ -422,7 +422,7 @@ int tl_tcp_rdata_take(tl_tcp_peer_t *peer, tl_tcp_tx_t *tx)
     req->offset += len;
     /* Dealt out whole: the send completes once the last of its frames is written. */
     if (req->offset == req->capacity)
-        tl_tcp_reqq_pop(&peer->rdataq);
+        tl_reqq_pop(&peer->rdataq);
     return 1;
 }
 
@@ -435,14 +435,14 @@ int tl_tcp_rdata_written(tl_ctx_t *ctx, int lane, tl_tcp_tx_t *tx)
     memset(tx, 0, sizeof(*tx));
     if (req->moved < req->capacity)
         return 0;
-    tl_tcp_req_complete(req, CHORUS_OK, req->capacity);
+    tl_req_complete(req, CHORUS_OK, req->capacity);
     return 1;
 }
 
 /* A new message: eager while the credit covers it, else announced by an RTS. */
 static void tx_message_frame(tl_ctx_t *ctx, tl_tcp_peer_t *peer, tl_tcp_frame_t *f)
 {
-    tl_req_t *req = tl_tcp_reqq_pop(&peer->sendq);
+    tl_req_t *req = tl_reqq_pop(&peer->sendq);
     int ctrl = (req->tag & TL_TAG_CTRL) != 0;
 
     f->space = req->space;
@@ -470,7 +470,7 @@ static void tx_message_frame(tl_ctx_t *ctx, tl_tcp_peer_t *peer, tl_tcp_frame_t 
     f->id = ++peer->next_id;
     req->id = f->id;
     ctx->stats.rndv_sent++;
-    tl_tcp_reqq_push(&peer->rtsq, req);
+    tl_reqq_push(&peer->rtsq, req);
 }
 
 /*
@@ -515,7 +515,7 @@ int tl_tcp_tx_done(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
         return tl_tcp_rdata_written(ctx, 0, &peer->tx);
     memset(&peer->tx, 0, sizeof(peer->tx));
     if (type == TL_TCP_FRAME_DATA) {
-        tl_tcp_req_complete(req, CHORUS_OK, req->capacity);
+        tl_req_complete(req, CHORUS_OK, req->capacity);
         return 1;
     }
     return 0;

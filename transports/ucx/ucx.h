@@ -187,12 +187,6 @@ typedef struct {
 
 extern const chorus__config_table_t tl_ucx_config_table;
 
-/* FIFO of requests linked through tl_req_t.next. */
-typedef struct {
-    tl_req_t *head;
-    tl_req_t *tail;
-} tl_ucx_reqq_t;
-
 /*
  * Something that arrived: recorded by the active-message callback, acted
  * on by progress(). Unexpected DATA stays on in its peer's list.
@@ -238,11 +232,11 @@ typedef struct {
     uint8_t token_out[TL_UCX_TOKEN_BYTES];
     uint8_t token_in[TL_UCX_TOKEN_BYTES];
     double deadline;            /* CONNECTING: the ACK must come by then */
-    tl_ucx_reqq_t sendq;        /* sends waiting for the ACK */
-    tl_ucx_reqq_t recvq;        /* posted receives */
+    tl_reqq_t sendq;        /* sends waiting for the ACK */
+    tl_reqq_t recvq;        /* posted receives */
     tl_ucx_msgq_t ueq;          /* messages that came before their receive */
-    tl_ucx_reqq_t rtsq;         /* chorus rendezvous: sends announced, waiting for their CTS */
-    tl_ucx_reqq_t rdvq;         /* chorus rendezvous: receives whose RDATA is on its way */
+    tl_reqq_t rtsq;         /* chorus rendezvous: sends announced, waiting for their CTS */
+    tl_reqq_t rdvq;         /* chorus rendezvous: receives whose RDATA is on its way */
     int ops;                    /* UCX operations of ours in flight for it */
     int bye_acked;              /* closing: it answered our BYE */
     int close_due;              /* our BYE_ACK to it has left: close the endpoint */
@@ -379,7 +373,7 @@ void tl_ucx_req_complete(tl_ucx_ctx_t *ctx, tl_req_t *req, chorus_status_t statu
 /* Drop a message: its rendezvous descriptor goes back to UCX, its memory is freed. */
 void tl_ucx_msg_drop(tl_ucx_ctx_t *ctx, tl_ucx_msg_t *msg);
 /* Complete every request in q with status; returns how many. */
-int tl_ucx_reqq_fail(tl_ucx_ctx_t *ctx, tl_ucx_reqq_t *q, chorus_status_t status);
+int tl_ucx_reqq_fail(tl_ucx_ctx_t *ctx, tl_reqq_t *q, chorus_status_t status);
 /*
  * The operations in flight of peer (all peers: NULL) give up their requests,
  * which fail with status: sends at once (their endpoint is closed, so UCX

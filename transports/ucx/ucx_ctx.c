@@ -4,7 +4,7 @@
  */
 #include "transports/ucx/ucx.h"
 
-#include <arpa/inet.h>
+#include <netdb.h>
 #include <endian.h>
 #include <errno.h>
 #include <stdio.h>
@@ -62,33 +62,18 @@ static void ucx_query(tl_caps_t *caps_p)
 
 static chorus_status_t check_params(const tl_ctx_params_t *params)
 {
-    unsigned char sa[sizeof(struct in6_addr)];
+    struct addrinfo hints = {.ai_flags = AI_NUMERICHOST}, *res;
+    chorus_status_t status = tl_ctx_params_check("ucx", params);
 
-    if (params == NULL) {
-        chorus_error("ucx: ctx_create: params is NULL");
-        return CHORUS_ERR_INVALID_ARG;
-    }
-    if (params->size < 1 || params->rank < 0 || params->rank >= params->size) {
-        chorus_error("ucx: ctx_create: rank %d of size %d is out of range", params->rank,
-                     params->size);
-        return CHORUS_ERR_INVALID_ARG;
-    }
-    if (params->auth_key == NULL || params->auth_key_len == 0) {
-        chorus_error("rank %d: ucx: ctx_create needs a non-empty auth key", params->rank);
-        return CHORUS_ERR_INVALID_ARG;
-    }
+    if (status != CHORUS_OK)
+        return status;
     /* UCX picks its own devices; the address must still be one, as for every transport. */
-    if (params->bind_host == NULL || (inet_pton(AF_INET, params->bind_host, sa) != 1 &&
-                                      inet_pton(AF_INET6, params->bind_host, sa) != 1)) {
+    if (getaddrinfo(params->bind_host, NULL, &hints, &res) != 0) {
         chorus_error("rank %d: ucx: bind host '%s' is not a numeric address", params->rank,
-                     params->bind_host ? params->bind_host : "(null)");
+                     params->bind_host);
         return CHORUS_ERR_INVALID_ARG;
     }
-    if (!(params->timeout_s > 0)) {
-        chorus_error("rank %d: ucx: ctx_create: timeout %g s must be positive", params->rank,
-                     params->timeout_s);
-        return CHORUS_ERR_INVALID_ARG;
-    }
+    freeaddrinfo(res);
     return CHORUS_OK;
 }
 

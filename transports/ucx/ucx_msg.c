@@ -12,64 +12,19 @@
 
 /* ---- requests ----------------------------------------------------------------- */
 
-static void reqq_push(tl_ucx_reqq_t *q, tl_req_t *req)
-{
-    req->next = NULL;
-    if (q->tail != NULL)
-        q->tail->next = req;
-    else
-        q->head = req;
-    q->tail = req;
-}
-
-static tl_req_t *reqq_pop(tl_ucx_reqq_t *q)
-{
-    tl_req_t *req = q->head;
-
-    if (req != NULL) {
-        q->head = req->next;
-        if (q->head == NULL)
-            q->tail = NULL;
-        req->next = NULL;
-    }
-    return req;
-}
-
-/* The first receive in q that a message of (space, tag) meets, unlinked; NULL if none. */
-static tl_req_t *reqq_take(tl_ucx_reqq_t *q, uint32_t space, uint64_t tag)
-{
-    tl_req_t *prev = NULL;
-
-    for (tl_req_t *req = q->head; req != NULL; prev = req, req = req->next) {
-        if (req->space != space || !tl_tag_meets(tag, req->tag))
-            continue;
-        if (prev != NULL)
-            prev->next = req->next;
-        else
-            q->head = req->next;
-        if (q->tail == req)
-            q->tail = prev;
-        req->next = NULL;
-        return req;
-    }
-    return NULL;
-}
-
 void tl_ucx_req_complete(tl_ucx_ctx_t *ctx, tl_req_t *req, chorus_status_t status,
                          size_t length)
 {
-    req->status = status;
-    req->length = length;
-    req->done = 1;
+    tl_req_complete(req, status, length);
     ctx->completed++;
 }
 
-int tl_ucx_reqq_fail(tl_ucx_ctx_t *ctx, tl_ucx_reqq_t *q, chorus_status_t status)
+int tl_ucx_reqq_fail(tl_ucx_ctx_t *ctx, tl_reqq_t *q, chorus_status_t status)
 {
     tl_req_t *req;
     int n = 0;
 
-    while ((req = reqq_pop(q)) != NULL) {
+    while ((req = tl_reqq_pop(q)) != NULL) {
         tl_ucx_req_complete(ctx, req, status, 0);
         n++;
     }
@@ -280,7 +235,7 @@ static chorus_status_t post_rts(tl_ucx_ctx_t *ctx, tl_ucx_peer_t *peer, tl_req_t
     hdr->value = req->capacity;
     req->id = hdr->seq;
     req->moved = 0;
-    reqq_push(&peer->rtsq, req);
+    tl_reqq_push(&peer->rtsq, req);
     return post(ctx, peer, op, hdr, NULL, 0, UCP_AM_SEND_FLAG_EAGER);
 }
 
@@ -320,22 +275,15 @@ static chorus_status_t post_data(tl_ucx_ctx_t *ctx, tl_ucx_peer_t *peer, tl_req_
 /* CTS for the announced message seq: its payload goes in RDATA fragments (none: dropped). */
 static void cts_recv(tl_ucx_ctx_t *ctx, tl_ucx_peer_t *peer, uint64_t seq, uint64_t asked)
 {
-    tl_req_t *req = NULL, *prev = NULL;
+    tl_req_t *req = tl_reqq_take_id(&peer->rtsq, seq);
 
-    for (req = peer->rtsq.head; req != NULL && req->id != seq; prev = req, req = req->next)
-        ;
     if (req == NULL || (asked != 0 && asked != req->capacity)) {
+        if (req != NULL)
+            tl_ucx_req_complete(ctx, req, CHORUS_ERR_PROTOCOL, 0);
         protocol_fail(ctx, peer, req == NULL ? "a CTS for no message announced"
                                              : "a CTS for another length than announced");
         return;
     }
-    if (prev != NULL)
-        prev->next = req->next;
-    else
-        peer->rtsq.head = req->next;
-    if (peer->rtsq.tail == req)
-        peer->rtsq.tail = prev;
-    req->next = NULL;
     if (asked == 0) {
         /* The receive was too short: it failed there, the send is over here. */
         tl_ucx_req_complete(ctx, req, CHORUS_OK, req->capacity);
@@ -365,7 +313,7 @@ void tl_ucx_flush_sendq(tl_ucx_ctx_t *ctx, tl_ucx_peer_t *peer)
 {
     tl_req_t *req;
 
-    while (peer->state == TL_UCX_PEER_UP && (req = reqq_pop(&peer->sendq)) != NULL)
+    while (peer->state == TL_UCX_PEER_UP && (req = tl_reqq_pop(&peer->sendq)) != NULL)
         post_data(ctx, peer, req);
 }
 
@@ -417,7 +365,7 @@ chorus_status_t tl_ucx_send_nb(tl_ctx_t *tctx, int rank, uint32_t space, uint64_
         if (status != CHORUS_OK)
             return refuse(ctx, req, status);
     }
-    reqq_push(&peer->sendq, req);
+    tl_reqq_push(&peer->sendq, req);
     return CHORUS_OK;
 }
 
@@ -462,28 +410,6 @@ void tl_ucx_msg_drop(tl_ucx_ctx_t *ctx, tl_ucx_msg_t *msg)
     free(msg);
 }
 
-/* 1 when a message of tag and length may go into req; else logs why not. */
-static int msg_fits(const tl_ucx_ctx_t *ctx, int peer, uint64_t tag, size_t length,
-                    const tl_req_t *req)
-{
-    if (length > req->capacity) {
-        chorus_error("rank %d: message from peer %d with tag %llu has %zu bytes but the "
-                     "receive holds %zu; request fails as truncated", ctx->rank, peer,
-                     (unsigned long long)tag, length, req->capacity);
-        return 0;
-    }
-    if ((tag ^ req->tag) & TL_TAG_FINAL) {
-        chorus_error("rank %d: message from peer %d with tag %llu is %s; the ranks' calls "
-                     "differ (request fails as truncated)", ctx->rank, peer,
-                     (unsigned long long)(tag & ~TL_TAG_FINAL),
-                     (tag & TL_TAG_FINAL) ? "the peer's last for this call, but this rank "
-                                            "expects more from it"
-                                          : "not the peer's last for this call, but this "
-                                            "rank expects none after it");
-        return 0;
-    }
-    return 1;
-}
 
 /* Ask for the payload of the announced message seq (asked 0: it was dropped). */
 static void cts_send(tl_ucx_ctx_t *ctx, tl_ucx_peer_t *peer, uint64_t seq, uint64_t asked)
@@ -509,9 +435,9 @@ static void cts_send(tl_ucx_ctx_t *ctx, tl_ucx_peer_t *peer, uint64_t seq, uint6
 static int rdata_place(tl_ucx_ctx_t *ctx, tl_ucx_peer_t *peer, uint64_t seq, uint64_t off,
                        const void *data, size_t length)
 {
-    tl_req_t *req, *prev = NULL;
+    tl_req_t *req;
 
-    for (req = peer->rdvq.head; req != NULL && req->id != seq; prev = req, req = req->next)
+    for (req = peer->rdvq.head; req != NULL && req->id != seq; req = req->next)
         ;
     if (req == NULL || off != req->moved || length == 0 || length > req->offset - off)
         return 0;
@@ -519,13 +445,7 @@ static int rdata_place(tl_ucx_ctx_t *ctx, tl_ucx_peer_t *peer, uint64_t seq, uin
     req->moved += length;
     if (req->moved < req->offset)
         return 1;
-    if (prev != NULL)
-        prev->next = req->next;
-    else
-        peer->rdvq.head = req->next;
-    if (peer->rdvq.tail == req)
-        peer->rdvq.tail = prev;
-    req->next = NULL;
+    tl_reqq_take_id(&peer->rdvq, seq);
     tl_ucx_req_complete(ctx, req, CHORUS_OK, req->offset);
     return 1;
 }
@@ -539,7 +459,7 @@ static void deliver(tl_ucx_ctx_t *ctx, tl_ucx_peer_t *peer, tl_ucx_msg_t *msg, t
     };
     tl_ucx_op_t *op;
 
-    if (!msg_fits(ctx, peer->rank, msg->hdr.tag, msg->length, req)) {
+    if (!tl_msg_fits(ctx->rank, peer->rank, msg->hdr.tag, msg->length, req)) {
         tl_ucx_req_complete(ctx, req, CHORUS_ERR_TRUNCATED, 0);
         if (msg->hdr.kind == TL_UCX_RTS)
             cts_send(ctx, peer, msg->hdr.seq, 0);
@@ -548,7 +468,7 @@ static void deliver(tl_ucx_ctx_t *ctx, tl_ucx_peer_t *peer, tl_ucx_msg_t *msg, t
         req->id = msg->hdr.seq;
         req->offset = msg->length;
         req->moved = 0;
-        reqq_push(&peer->rdvq, req);
+        tl_reqq_push(&peer->rdvq, req);
         cts_send(ctx, peer, msg->hdr.seq, msg->length);
     } else if (msg->desc == NULL) {
         if (msg->length > 0)
@@ -599,7 +519,7 @@ chorus_status_t tl_ucx_recv_nb(tl_ctx_t *tctx, int rank, uint32_t space, uint64_
     }
     if (peer->state == TL_UCX_PEER_CLOSED)
         return refuse(ctx, req, peer->failed);
-    reqq_push(&peer->recvq, req);
+    tl_reqq_push(&peer->recvq, req);
     return CHORUS_OK;
 }
 
@@ -654,10 +574,10 @@ static int deliver_now(tl_ucx_ctx_t *ctx, tl_ucx_peer_t *peer, const tl_ucx_msg_
         (hdr->tag & TL_TAG_CTRL) || hdr->seq != peer->seq_in ||
         (hdr->charged && peer->owed + length >= credit_batch(ctx)))
         return 0;
-    req = reqq_take(&peer->recvq, hdr->space, hdr->tag);
+    req = tl_reqq_take(&peer->recvq, hdr->space, hdr->tag);
     if (req == NULL)
         return 0;
-    if (!msg_fits(ctx, peer->rank, hdr->tag, length, req)) {
+    if (!tl_msg_fits(ctx->rank, peer->rank, hdr->tag, length, req)) {
         tl_ucx_req_complete(ctx, req, CHORUS_ERR_TRUNCATED, 0);
     } else {
         if (length > 0)
@@ -752,7 +672,7 @@ static void data_recv(tl_ucx_ctx_t *ctx, tl_ucx_peer_t *peer, tl_ucx_msg_t *msg)
         tl_ucx_msg_drop(ctx, msg);
         return;
     }
-    req = reqq_take(&peer->recvq, msg->hdr.space, msg->hdr.tag);
+    req = tl_reqq_take(&peer->recvq, msg->hdr.space, msg->hdr.tag);
     if (req != NULL) {
         deliver(ctx, peer, msg, req);
         return;
