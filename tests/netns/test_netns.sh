@@ -486,14 +486,17 @@ done
 # plus 5 s of the kill; no call succeeds with wrong data. A survivor whose
 # schedule fails while a team stage of it is posted must not leak the schedule.
 KILL_TIMEOUT=5
-for run in "2 2:4 1 10" "2 2:4 2 50" "2 2 --cyclic:4 3 90" "3 3,2,1:6 4 40" "2 2:4 0 70"; do
-    layout=${run%%:*}
+# kill_case "NODES RANKS [--cyclic]:NRANKS VICTIM PERCENT" [LABEL]: one such run, under the
+# environment the caller sets.
+kill_case() {
+    local layout=${1%%:*} nranks victim percent what rc
     # shellcheck disable=SC2086 # NRANKS VICTIM PERCENT
-    set -- ${run#*:}
+    set -- ${1#*:} "${2:-}"
     nranks=$1 victim=$2 percent=$3
+    what="${4:+$4: }rank $victim of $nranks"
     # shellcheck disable=SC2086 # nodes, ranks per node and an optional --cyclic
     set -- $layout
-    what="rank $victim of $nranks on $1 nodes (ranks $2${3:+ $3}) killed $percent% into a call"
+    what="$what on $1 nodes (ranks $2${3:+ $3}) killed $percent% into a call"
     # shellcheck disable=SC2086
     timeout -k 10 120 "$TB" --nodes "$1" --ranks-per-node "$2" ${3:-} --timeout 100 --harness -- \
         "$NETNS_KILL" "$nranks" "$victim" "$percent" "$KILL_TIMEOUT" 5 > "$TMP/out" 2>&1
@@ -506,7 +509,17 @@ for run in "2 2:4 1 10" "2 2:4 2 50" "2 2 --cyclic:4 3 90" "3 3,2,1:6 4 40" "2 2
     [ "$rc" -eq 0 ] || tail -n 30 "$TMP/out"
     grep '^netns_kill: \(rank [0-9]* killed\|survivor\)' "$TMP/out"
     clean "$what"
+}
+for run in "2 2:4 1 10" "2 2:4 2 50" "2 2 --cyclic:4 3 90" "3 3,2,1:6 4 40" "2 2:4 0 70"; do
+    kill_case "$run"
 done
+# The same over the UCX transport (UCX_TLS=tcp), where chorus is built with it: the
+# survivors learn of the loss from UCX (a reset connection, or its keepalive).
+if grep -qs '^#define HAVE_UCX 1' ../config.h; then
+    for run in "2 2:4 1 50" "3 3,2,1:6 4 40"; do
+        CHORUS_TRANSPORT=ucx UCX_TLS=tcp kill_case "$run" ucx
+    done
+fi
 
 # A failing rank fails the run, named with its node.
 # shellcheck disable=SC2016

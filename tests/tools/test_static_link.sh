@@ -73,6 +73,9 @@ if "$CHORUS_INFO" | grep '^built with:' | grep -qw hwloc; then
         -pthread ${TEST_LDFLAGS:-} > "$TMP/short.log" 2>&1
     check "linking libchorus.a without the private flags fails" [ $? -ne 0 ]
 fi
+if "$CHORUS_INFO" | grep '^built with:' | grep -qw ucx; then
+    check "the static flags name UCX" sh -c "echo '$libs' | grep -qw -- -lucp"
+fi
 check "the static flags name the math library" sh -c "echo '$libs' | grep -qw -- -lm"
 
 # shellcheck disable=SC2086

@@ -86,19 +86,26 @@ check "chorus-info exits 0" [ $? -eq 0 ]
 check "chorus-info lists what the build uses" grep -q "^built with:" "$TMP/summary"
 check "chorus-info lists what was only detected" \
     grep -q "^detected, not used by this version:" "$TMP/summary"
-for unused in ucx verbs mpi; do
+for unused in verbs mpi; do
     check "chorus-info does not list $unused as built in" \
         sh -c "! grep '^built with:' '$TMP/summary' | grep -qw '$unused'"
 done
-# A CBLAS runs chorus_fc_weight_grad's products, PMIx launches under mpirun, and CUDA takes
-# device buffers, where configure found them.
-for used in blas pmix cuda; do
+# A CBLAS runs chorus_fc_weight_grad's products, PMIx launches under mpirun, CUDA takes
+# device buffers, and UCX is a transport (listed among the transports too), where configure
+# found them.
+for used in blas pmix cuda ucx; do
     if grep -q "^#define HAVE_$(echo $used | tr a-z A-Z) 1" "$CHORUS_PC_DIR/config.h" \
         2>/dev/null; then
         check "chorus-info lists $used as built in" \
             sh -c "grep '^built with:' '$TMP/summary' | grep -qw $used"
     fi
 done
+if grep -q "^#define HAVE_UCX 1" "$CHORUS_PC_DIR/config.h" 2>/dev/null; then
+    check "chorus-info lists ucx among the transports" \
+        grep -q '^transports: .*ucx (point to point' "$TMP/summary"
+else
+    check "chorus-info lists no ucx transport" sh -c "! grep -q '^transports: .*ucx' '$TMP/summary'"
+fi
 check "chorus-info has no 'features:' line" sh -c "! grep -q '^features:' '$TMP/summary'"
 
 # chorus-info -c: each section heading once, naming its component once.

@@ -32,6 +32,9 @@
 #include "config.h"
 #include "transports/base/transport.h"
 #include "transports/tcp/tcp.h"
+#ifdef HAVE_UCX
+#include "transports/ucx/ucx.h"
+#endif
 #include "util/config.h"
 #include "util/sha256.h"
 #include "util/time.h"
@@ -1607,6 +1610,53 @@ Test(transport, tcp_streams_config)
     }
     unsetenv("CHORUS_TCP_IFACES");
 }
+
+#ifdef HAVE_UCX
+/* UCX's variables: bad values refused by name; its blob one of this rank with its worker's address. */
+Test(transport, ucx_config)
+{
+    static const uint8_t key[] = "k";
+    static const char *bad_rndv[] = {"zero-copy", "UCX", "on"};
+    tl_ctx_params_t ok = {1, 2, "127.0.0.1", key, 1, 1.0, NULL, NULL, NULL};
+    const tl_ops_t *ops = tl_find("ucx");
+    tl_ctx_t *ctx = NULL;
+    tl_ucx_blob_t blob;
+    tl_ucx_peer_addr_t pa;
+    size_t len = 0;
+
+    cr_assert_not_null(ops);
+    for (size_t i = 0; i < sizeof(bad_rndv) / sizeof(bad_rndv[0]); i++) {
+        setenv("CHORUS_UCX_RNDV", bad_rndv[i], 1);
+        cr_expect_eq(ops->ctx_create(&ok, &ctx), CHORUS_ERR_INVALID_ARG, "rndv '%s'",
+                     bad_rndv[i]);
+    }
+    unsetenv("CHORUS_UCX_RNDV");
+    setenv("CHORUS_UCX_WINDOW", "1100G", 1);
+    cr_expect_eq(ops->ctx_create(&ok, &ctx), CHORUS_ERR_INVALID_ARG);
+    unsetenv("CHORUS_UCX_WINDOW");
+    setenv("CHORUS_UCX_EAGER_SIZE", "lots", 1);
+    cr_expect_eq(ops->ctx_create(&ok, &ctx), CHORUS_ERR_INVALID_ARG);
+    unsetenv("CHORUS_UCX_EAGER_SIZE");
+    cr_expect_null(ctx);
+    for (int i = 0; i < 3; i++) {
+        static const char *const how[] = {"auto", "ucx", "chorus"};
+
+        setenv("CHORUS_UCX_RNDV", how[i], 1);
+        cr_assert_eq(ops->ctx_create(&ok, &ctx), CHORUS_OK, "rndv %s", how[i]);
+        cr_expect(ops->streams == NULL);
+        cr_assert_eq(ops->get_address(ctx, &blob, &len), CHORUS_OK);
+        cr_expect_eq(len, sizeof(blob));
+        cr_expect_eq(tl_ucx_blob_decode(&blob, 1, &pa), CHORUS_OK);
+        cr_expect_eq(tl_ucx_blob_decode(&blob, 0, &pa), CHORUS_ERR_INVALID_ARG);
+        cr_expect_eq(pa.window, 4u << 20);
+        cr_expect_eq(tl_ucx_of(ctx)->rndv_chorus,
+                     i == 2 || (i == 0 && !tl_ucx_rdma_here()), "rndv %s", how[i]);
+        ops->ctx_destroy(ctx);
+        ctx = NULL;
+    }
+    unsetenv("CHORUS_UCX_RNDV");
+}
+#endif
 
 Test(transport, find)
 {
