@@ -35,24 +35,41 @@ static chorus_status_t ctx_read_config(chorus__ctx_t *ctx, double timeout_s)
                      "seconds", cfg->stall_warn_s);
         return CHORUS_ERR_INVALID_ARG;
     }
-    if (tl_find(cfg->transport.s) == NULL) {
+    if (strcmp(cfg->transport.s, "auto") != 0 && tl_find(cfg->transport.s) == NULL) {
         char names[128] = "";
         size_t used = 0;
 
         for (int i = 0; tl_p2p_all[i] != NULL && used < sizeof(names); i++)
             used += (size_t)snprintf(names + used, sizeof(names) - used, "%s%s",
                                      i ? ", " : "", tl_p2p_all[i]->name);
-        chorus_error("invalid value '%s' for CHORUS_TRANSPORT: not built in (built in: %s)",
+        chorus_error("invalid value '%s' for CHORUS_TRANSPORT: not auto, nor built in (built "
+                     "in: %s)",
                      cfg->transport.s, names);
         return CHORUS_ERR_INVALID_ARG;
     }
     return CHORUS_OK;
 }
 
+static int ctx_auto(const chorus__ctx_t *ctx)
+{
+    return strcmp(ctx->cfg.transport.s, "auto") == 0;
+}
+
+static int tl_is_network(const tl_ops_t *ops)
+{
+    tl_caps_t caps;
+
+    ops->query(&caps);
+    return caps.reach_network;
+}
+
 /*
  * The transports of the context: CHORUS_TRANSPORT names the one that
- * reaches every peer; the others (node-local ones) join before it in the
- * order of tl_p2p_all, each reaching the peers it can.
+ * reaches every peer; the others (node-local ones) join in the order of
+ * tl_p2p_all, each reaching the peers it can. With auto, every network
+ * transport has a lane: the first one open, each later one open where it is
+ * offered here (tl_ops_t.offered), else an empty slot whose address is all
+ * zeros; chorus__ctx_start keeps one of them on every rank alike.
  */
 static chorus_status_t ctx_open_lanes(chorus__ctx_t *ctx, const chorus__ctx_params_t *p)
 {
@@ -62,20 +79,92 @@ static chorus_status_t ctx_open_lanes(chorus__ctx_t *ctx, const chorus__ctx_para
         .auth_key = p->tl_key, .auth_key_len = p->tl_key_len,
         .timeout_s = ctx->cfg.timeout_s, .ctrl = chorus__ctrl_deliver, .ctrl_arg = ctx,
     };
+    int first_net = 1;
     chorus_status_t status;
 
     for (int i = 0; tl_p2p_all[i] != NULL && ctx->nlanes < CHORUS__LANES_MAX; i++) {
-        tl_caps_t caps;
+        const tl_ops_t *ops = tl_p2p_all[i];
+        int open = 1;
 
-        tl_p2p_all[i]->query(&caps);
-        if (tl_p2p_all[i] != network && caps.reach_network)
+        if (tl_is_network(ops) && ctx_auto(ctx)) {
+            open = first_net || (ops->offered != NULL && ops->offered());
+            first_net = 0;
+        } else if (tl_is_network(ops) && ops != network) {
             continue;   /* another network transport: CHORUS_TRANSPORT chose */
-        status = tl_p2p_all[i]->ctx_create(&tlp, &ctx->tl_ctx[ctx->nlanes]);
-        if (status != CHORUS_OK)
-            return status;
-        ctx->tl[ctx->nlanes++] = tl_p2p_all[i];
+        }
+        ctx->tl_slot[ctx->nlanes] = ctx->nlanes;
+        ctx->tl[ctx->nlanes] = ops;
+        ctx->tl_ctx[ctx->nlanes] = NULL;
+        if (open) {
+            status = ops->ctx_create(&tlp, &ctx->tl_ctx[ctx->nlanes]);
+            if (status != CHORUS_OK)
+                return status;
+        }
+        ctx->nlanes++;
     }
     return CHORUS_OK;
+}
+
+int chorus__net_choose(const char *addrs, int size, const int *slots, int nslots)
+{
+    const size_t card = (size_t)CHORUS__LANES_MAX * TL_ADDR_MAX;
+    int chosen = 0;
+
+    for (int k = 1; k < nslots; k++) {
+        int everywhere = 1;
+
+        for (int r = 0; r < size && everywhere; r++) {
+            const char *a = addrs + (size_t)r * card + (size_t)slots[k] * TL_ADDR_MAX;
+            int any = 0;
+
+            for (size_t b = 0; b < TL_ADDR_MAX && !any; b++)
+                any = a[b] != 0;
+            everywhere = any;
+        }
+        if (everywhere)
+            chosen = k;
+    }
+    return chosen;
+}
+
+/*
+ * CHORUS_TRANSPORT=auto, once every rank's addresses are known: the network
+ * lane kept is the last one every rank opened (all ranks choose alike from
+ * the same addresses); the other network lanes close, and the lanes left
+ * keep the address slot they were published in.
+ */
+static void ctx_pick_network(chorus__ctx_t *ctx, const char *addrs)
+{
+    int slots[CHORUS__LANES_MAX], lanes[CHORUS__LANES_MAX], nnet = 0, chosen, kept = 0;
+
+    for (int i = 0; i < ctx->nlanes; i++) {
+        if (tl_is_network(ctx->tl[i])) {
+            slots[nnet] = ctx->tl_slot[i];
+            lanes[nnet++] = i;
+        }
+    }
+    chosen = nnet > 0 ? lanes[chorus__net_choose(addrs, ctx->size, slots, nnet)] : -1;
+    for (int i = 0; i < ctx->nlanes; i++) {
+        if (tl_is_network(ctx->tl[i]) && i != chosen) {
+            if (ctx->tl_ctx[i] != NULL)
+                ctx->tl[i]->ctx_destroy(ctx->tl_ctx[i]);
+            continue;
+        }
+        ctx->tl[kept] = ctx->tl[i];
+        ctx->tl_ctx[kept] = ctx->tl_ctx[i];
+        ctx->tl_slot[kept++] = ctx->tl_slot[i];
+    }
+    ctx->nlanes = kept;
+    chorus_debug("rank %d: CHORUS_TRANSPORT=auto: %s", ctx->rank, chorus__ctx_net_name(ctx));
+}
+
+const char *chorus__ctx_net_name(const chorus__ctx_t *ctx)
+{
+    for (int i = 0; i < ctx->nlanes; i++) {
+        if (tl_is_network(ctx->tl[i]) && ctx->tl_ctx[i] != NULL)
+            return ctx->tl[i]->name;
+    }
+    return ctx->cfg.transport.s;
 }
 
 static chorus_status_t ctx_open_teams(chorus__ctx_t *ctx)
@@ -95,8 +184,10 @@ static chorus_status_t ctx_open_teams(chorus__ctx_t *ctx)
 
 static void ctx_free(chorus__ctx_t *ctx)
 {
-    for (int i = 0; i < ctx->nlanes; i++)
-        ctx->tl[i]->ctx_destroy(ctx->tl_ctx[i]);
+    for (int i = 0; i < ctx->nlanes; i++) {
+        if (ctx->tl_ctx[i] != NULL)
+            ctx->tl[i]->ctx_destroy(ctx->tl_ctx[i]);
+    }
     /* After the transports: they held the control messages' buffers until then. */
     chorus__ctrl_destroy(ctx);
     for (int i = 0; i < ctx->nteams; i++) {
@@ -152,9 +243,13 @@ chorus_status_t chorus__ctx_address(chorus__ctx_t *ctx, char *addr)
 {
     for (int i = 0; i < ctx->nlanes; i++) {
         size_t len = TL_ADDR_MAX;
-        chorus_status_t status = ctx->tl[i]->get_address(ctx->tl_ctx[i], addr + i * TL_ADDR_MAX,
-                                                        &len);
+        chorus_status_t status;
 
+        /* An empty slot (auto: a transport not opened here) publishes zeros. */
+        memset(addr + i * TL_ADDR_MAX, 0, TL_ADDR_MAX);
+        if (ctx->tl_ctx[i] == NULL)
+            continue;
+        status = ctx->tl[i]->get_address(ctx->tl_ctx[i], addr + i * TL_ADDR_MAX, &len);
         if (status != CHORUS_OK)
             return status;
     }
@@ -173,10 +268,12 @@ chorus_status_t chorus__ctx_start(chorus__ctx_t *ctx, const char *addrs, topo_la
         free(lane_addrs);
         return CHORUS_ERR_NO_MEMORY;
     }
+    if (ctx_auto(ctx))
+        ctx_pick_network(ctx, addrs);
     for (int i = 0; i < ctx->nlanes && status == CHORUS_OK; i++) {
         for (int r = 0; r < ctx->size; r++)
             memcpy(lane_addrs + (size_t)r * TL_ADDR_MAX, addrs + (size_t)r * card +
-                   (size_t)i * TL_ADDR_MAX, TL_ADDR_MAX);
+                   (size_t)ctx->tl_slot[i] * TL_ADDR_MAX, TL_ADDR_MAX);
         status = ctx->tl[i]->set_peers(ctx->tl_ctx[i], lane_addrs);
     }
     free(lane_addrs);

@@ -67,6 +67,7 @@ struct chorus__ctx {
     const tl_ops_t *tl[CHORUS__LANES_MAX];
     tl_ctx_t *tl_ctx[CHORUS__LANES_MAX];
     int tl_watched[CHORUS__LANES_MAX];  /* its fd is in epoll_fd */
+    int tl_slot[CHORUS__LANES_MAX];     /* the slot of the rank's addresses it was published in */
     uint8_t *lane_of;           /* [size]: index into tl of the transport reaching each rank */
 
     /* Collective transports, indexed like tl_coll_all (a NULL context: off here). */
@@ -124,6 +125,15 @@ chorus_status_t chorus__ctx_address(chorus__ctx_t *ctx, char *addr);
  * and the job's layout (taken over): choose each peer's lane, start the progress thread.
  */
 chorus_status_t chorus__ctx_start(chorus__ctx_t *ctx, const char *addrs, topo_layout_t *layout);
+/* The network transport the context reaches other nodes over ("tcp", "ucx"). */
+const char *chorus__ctx_net_name(const chorus__ctx_t *ctx);
+/*
+ * CHORUS_TRANSPORT=auto: of nslots network transports, published at slots[k]
+ * of every rank's addresses (as chorus__ctx_start takes them), the index k
+ * of the last one every rank published (not all zeros); 0 when none but the
+ * first is.
+ */
+int chorus__net_choose(const char *addrs, int size, const int *slots, int nslots);
 /* Drop one reference; the last stops the progress thread and frees everything. */
 void chorus__ctx_release(chorus__ctx_t *ctx);
 

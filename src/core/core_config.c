@@ -19,9 +19,10 @@ static const chorus__config_var_t core_vars[] = {
      "bytes per pipeline chunk: large messages are split so that sending one chunk "
      "overlaps reducing the previous one (K, M, G suffixes)",
      chorus__config_parse_size, offsetof(chorus__core_config_t, chunk_bytes)},
-    {"CHORUS_TRANSPORT", "tcp",
-     "transport between ranks: tcp, or ucx where chorus was built with UCX (chorus-info "
-     "lists those built in)",
+    {"CHORUS_TRANSPORT", "auto",
+     "transport between ranks: tcp; ucx, where chorus was built with UCX (chorus-info lists "
+     "those built in); auto, ucx where every rank's UCX finds an RDMA device that UCX_TLS "
+     "allows, else tcp",
      chorus__config_parse_string, offsetof(chorus__core_config_t, transport)},
     {"CHORUS_IFADDR", "",
      "numeric local address the transport listens on; empty: the local address of the "

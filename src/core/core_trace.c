@@ -24,7 +24,7 @@ void chorus__trace_comm_ready(chorus_comm_t comm)
 {
     const coll_team_t *team = comm->env.node_team;
 
-    snprintf(comm->trace_via, sizeof(comm->trace_via), "%.19s+%.19s", comm->ctx->cfg.transport.s,
+    snprintf(comm->trace_via, sizeof(comm->trace_via), "%.19s+%.19s", chorus__ctx_net_name(comm->ctx),
              team != NULL ? team->ops->name : "team");
     /* The last creation exchange of the job's communicator ends on every rank together. */
     if (comm->space == 0)

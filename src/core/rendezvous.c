@@ -299,6 +299,6 @@ chorus_status_t chorus__comm_create(const comm_create_params_t *p, chorus_comm_t
     if (status == CHORUS_OK)
         chorus_info("rank %d of %d: communicator ready (local rank %d of %d, transport %s)",
                     p->rank, p->size, (*comm_p)->local_rank, (*comm_p)->local_size,
-                    ctx->cfg.transport.s);
+                    chorus__ctx_net_name(ctx));
     return status;
 }

@@ -158,6 +158,13 @@ typedef struct {
      * progress thread reads. NULL: one stream per peer, always.
      */
     int (*streams)(tl_ctx_t *ctx, int use);
+    /*
+     * CHORUS_TRANSPORT=auto: 1 when this machine has a device this network
+     * transport reaches peers over faster than the first network transport
+     * does (which is always opened), so it is opened beside it and taken
+     * where every rank opened it. NULL: never. Cheap: no context is made.
+     */
+    int (*offered)(void);
 } tl_ops_t;
 
 #define TL_ADDR_MAX 320

@@ -392,6 +392,11 @@ void tl_ucx_ops_abandon(tl_ucx_ctx_t *ctx, tl_ucx_peer_t *peer, chorus_status_t 
 int tl_ucx_tls_allow_rdma(const char *tls);
 /* 1 when UCX finds an RDMA device on this machine (its verbs component has one). */
 int tl_ucx_rdma_here(void);
+/*
+ * An RDMA device that UCX_TLS allows: then CHORUS_TRANSPORT=auto opens UCX
+ * (tl_ops_t.offered), and CHORUS_UCX_RNDV=auto takes UCX's rendezvous.
+ */
+int tl_ucx_offered(void);
 
 /* ucx_wire.c: pure encoders and decoders of what crosses the wire or the bootstrap. */
 void tl_ucx_hdr_encode(tl_ucx_hdr_t *wire, const tl_ucx_msg_hdr_t *hdr);

@@ -252,7 +252,7 @@ static chorus_status_t ucx_read_config(tl_ucx_ctx_t *ctx)
     if (chorus__config_read(&tl_ucx_config_table, &ctx->cfg) != CHORUS_OK)
         return CHORUS_ERR_INVALID_ARG;
     if (strcmp(ctx->cfg.rndv.s, "auto") == 0) {
-        ctx->rndv_chorus = !(tl_ucx_rdma_here() && tl_ucx_tls_allow_rdma(getenv("UCX_TLS")));
+        ctx->rndv_chorus = !tl_ucx_offered();
         chorus_debug("rank %d: ucx: CHORUS_UCX_RNDV=auto: %s's rendezvous", ctx->rank,
                      ctx->rndv_chorus ? "chorus" : "UCX");
     } else if (strcmp(ctx->cfg.rndv.s, "ucx") == 0 || strcmp(ctx->cfg.rndv.s, "chorus") == 0) {
@@ -558,4 +558,5 @@ const tl_ops_t tl_ucx_ops = {
     .fail_all = ucx_fail_all,
     .connections = ucx_connections,
     .streams = NULL,
+    .offered = tl_ucx_offered,
 };

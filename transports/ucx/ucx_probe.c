@@ -52,3 +52,8 @@ int tl_ucx_rdma_here(void)
     uct_release_component_list(components);
     return found;
 }
+
+int tl_ucx_offered(void)
+{
+    return tl_ucx_rdma_here() && tl_ucx_tls_allow_rdma(getenv("UCX_TLS"));
+}
