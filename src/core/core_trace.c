@@ -41,7 +41,7 @@ const char *chorus__trace_task(chorus_comm_t comm, chorus__task_t *task, const c
     if (alg->team_ops != NULL)
         return alg->team_ops->name;
     if (team == NULL)
-        return comm->ctx->cfg.transport.s;
+        return chorus__ctx_net_name(comm->ctx);
     return comm->trace_via;
 }
 
