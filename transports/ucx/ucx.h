@@ -237,7 +237,6 @@ typedef struct {
     tl_ucx_msgq_t ueq;          /* messages that came before their receive */
     tl_reqq_t rtsq;         /* chorus rendezvous: sends announced, waiting for their CTS */
     tl_reqq_t rdvq;         /* chorus rendezvous: receives whose RDATA is on its way */
-    int ops;                    /* UCX operations of ours in flight for it */
     int bye_acked;              /* closing: it answered our BYE */
     int close_due;              /* our BYE_ACK to it has left: close the endpoint */
 } tl_ucx_peer_t;
@@ -261,9 +260,9 @@ typedef struct tl_ucx_op {
     int part;                   /* an RDATA fragment: req completes when all its parts have */
 } tl_ucx_op_t;
 
-/* What tests and chorus-info read; counted since the context was created. */
+/* What tests read; counted since the context was created. */
 typedef struct {
-    uint64_t eager_sent;        /* DATA sent against the receiver's window */
+    uint64_t eager_bytes;       /* DATA bytes sent against the receiver's window */
     uint64_t rndv_sent;         /* messages sent by rendezvous (UCX's or chorus's) */
     uint64_t credit_sent;
     uint64_t credit_recv;
@@ -292,6 +291,7 @@ typedef struct tl_ucx_ctx {
     int timer_fd;
     int wake_fd;
     double timer_at;            /* when the timer fires; 0: disarmed */
+    int woken;                  /* wake_fd was written and not drained yet */
 
     tl_ucx_peer_t *peers;       /* [size], after set_peers; NULL before */
     int connecting;             /* peers in TL_UCX_PEER_CONNECTING */

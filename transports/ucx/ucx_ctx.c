@@ -81,6 +81,9 @@ void tl_ucx_wake(tl_ucx_ctx_t *ctx)
 {
     uint64_t one = 1;
 
+    if (ctx->woken)
+        return;
+    ctx->woken = 1;
     if (write(ctx->wake_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
         chorus_debug("rank %d: ucx: eventfd write failed: %m", ctx->rank);
 }
@@ -431,7 +434,10 @@ static int ucx_progress(tl_ctx_t *tctx)
     double now;
     int done;
 
-    drain(ctx->wake_fd);
+    if (ctx->woken) {
+        drain(ctx->wake_fd);
+        ctx->woken = 0;
+    }
     for (int i = 0; i < TL_UCX_POLLS && ucp_worker_progress(ctx->worker) > 0; i++)
         ;
     tl_ucx_arrivals(ctx);
@@ -515,8 +521,16 @@ static void ucx_fail_all(tl_ctx_t *tctx, chorus_status_t status)
         tl_ucx_peer_fail_reqs(ctx, &ctx->peers[r], status);
     tl_ucx_ops_abandon(ctx, NULL, status, 0);
     ucx_say_bye(ctx, chorus__now() + TL_UCX_CLOSE_S);
-    for (int r = 0; r < ctx->size; r++)
-        tl_ucx_peer_fail(ctx, &ctx->peers[r], status);
+    for (int r = 0; r < ctx->size; r++) {
+        tl_ucx_peer_t *peer = &ctx->peers[r];
+
+        tl_ucx_peer_fail(ctx, peer, status);
+        /* One that said BYE first kept its endpoint until our answer left: it goes now. */
+        if (peer->ep != NULL) {
+            tl_ucx_ep_close(ctx, peer->ep);
+            peer->ep = NULL;
+        }
+    }
     tl_ucx_ops_abandon(ctx, NULL, status, 0);
 }
 

@@ -64,7 +64,6 @@ static tl_ucx_op_t *op_new(tl_ucx_ctx_t *ctx, tl_ucx_peer_t *peer, tl_req_t *req
     if (ctx->ops != NULL)
         ctx->ops->prev = op;
     ctx->ops = op;
-    peer->ops++;
     return op;
 }
 
@@ -105,7 +104,6 @@ static void op_done(tl_ucx_op_t *op, ucs_status_t st)
         ctx->ops = op->next;
     if (op->next != NULL)
         op->next->prev = op->prev;
-    op->peer->ops--;
     free(op);
 }
 
@@ -257,7 +255,7 @@ static chorus_status_t post_data(tl_ucx_ctx_t *ctx, tl_ucx_peer_t *peer, tl_req_
         flags = UCP_AM_SEND_FLAG_EAGER;
         peer->credit -= len;
         peer->charged_out += len;
-        ctx->stats.eager_sent++;
+        ctx->stats.eager_bytes += len;
     } else if (len > 0) {
         ctx->stats.rndv_sent++;
         if (ctx->rndv_chorus)
