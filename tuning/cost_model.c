@@ -52,6 +52,12 @@ void tune_flat_model(const tune_model_t *m, const tune_shape_t *shape, int ring_
     double net = (flows > 1 ? flows : 1) * m->net_beta;
 
     *out = *m;
+    if (shape->local_max <= 1) {
+        /* One rank per node: every flow crosses the network, none takes the node's link. */
+        out->alpha = m->net_alpha;
+        out->beta = net;
+        return;
+    }
     out->alpha = m->alpha > m->net_alpha ? m->alpha : m->net_alpha;
     out->beta = m->beta > net ? m->beta : net;
 }

@@ -72,7 +72,8 @@ double tune_fold_cost(const tune_model_t *m, double n, int p);
  * The model as a flat algorithm sees it on several nodes: every step waits
  * for its slowest link. A ring-shaped algorithm (ring, chain) sends
  * shape->ring_crossings flows through a node link, the others (recursive
- * doubling, trees, pairwise) up to local_max.
+ * doubling, trees, pairwise) up to local_max. With one rank per node every
+ * flow is a network one: the node's link (alpha, beta) plays no part.
  */
 void tune_flat_model(const tune_model_t *m, const tune_shape_t *shape, int ring_shaped,
                      tune_model_t *out);
