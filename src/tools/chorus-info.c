@@ -3,7 +3,8 @@
  *   chorus-info              version, what the build uses and what it only detected,
  *                            transports, kernel ISA
  *   chorus-info -c           every configuration variable: value, default, help
- *   chorus-info --tune [-n N] [--nodes one|many|LIST] the algorithm selection table
+ *   chorus-info --tune [-n N] [--nodes one|many|LIST] [--cores N] the algorithm selection table
+ *   chorus-info --estimate COLL:SIZES [...]  the algorithm chosen and its estimate per size
  *   chorus-info --topo [FILE] this node's map (or the one in FILE or CHORUS_TOPO_FILE)
  *   chorus-info --man-config the variables as roff, for chorus(7)
  *   chorus-info --version    the tool's and the library's version
@@ -29,8 +30,11 @@
 
 static void usage(FILE *out)
 {
-    fputs("usage: chorus-info [-c | --config] [--tune [-n RANKS] [--nodes one|many|LIST]] "
-          "[--topo [FILE]] [--man-config] [-h | --help] [--version]\n"
+    fputs("usage: chorus-info [-c | --config] [--tune [-n RANKS] [--nodes one|many|LIST] "
+          "[--cores N]]\n"
+          "                   [--estimate COLL:SIZE[,SIZE...] [-n RANKS] [--nodes ...] "
+          "[--cores N]]\n"
+          "                   [--topo [FILE]] [--man-config] [-h | --help] [--version]\n"
           "  (no option)   version, what the build uses and what configure only detected,\n"
           "                transports, kernel ISA\n"
           "  -c, --config  every configuration variable with its value, default and help\n"
@@ -38,6 +42,14 @@ static void usage(FILE *out)
           "                (default: CHORUS_SIZE, else 4) on one node (shared memory, the\n"
           "                default), one rank on each of many nodes (--nodes many), or\n"
           "                LIST ranks per node, e.g. --nodes 2,2 (RANKS is then their sum)\n"
+          "  --cores N     with --tune or --estimate: price as if each node had N cores\n"
+          "                (default: the cores this process may run on)\n"
+          "  --estimate COLL:SIZE[,SIZE...]\n"
+          "                what --tune's table gives a call of COLL (allreduce, allgather,\n"
+          "                broadcast, reduce_scatter, reduce, alltoall, barrier) of each\n"
+          "                SIZE bytes (K, M, G suffixes; the whole vector, as chorus-perf\n"
+          "                counts it): one line 'COLL BYTES ALGORITHM SECONDS' per size;\n"
+          "                may be given up to 16 times\n"
           "  --topo [FILE] this node's packages, caches, GPUs, NICs, their distances and\n"
           "                NVLinks; from FILE (hwloc XML) or CHORUS_TOPO_FILE when given\n"
           "  --man-config  the variables as roff source, for chorus(7)\n"
@@ -83,11 +95,12 @@ static void print_summary(void)
 }
 
 /*
- * The layout --tune prices: LIST's nodes (printed), one node of ranks, or
- * none for one rank on each of many nodes (*layout_p NULL; the model then
- * has one link between every pair). Returns 0, or the exit status.
+ * The layout --tune prices: LIST's nodes (printed unless quiet), one node of
+ * ranks, or none for one rank on each of many nodes (*layout_p NULL; the
+ * model then has one link between every pair). Returns 0, or the exit status.
  */
-static int tune_layout(const char *list, int node_local, int *ranks, topo_layout_t **layout_p)
+static int tune_layout(const char *list, int node_local, int quiet, int *ranks,
+                       topo_layout_t **layout_p)
 {
     char shape[256];
     int *node_of;
@@ -106,6 +119,8 @@ static int tune_layout(const char *list, int node_local, int *ranks, topo_layout
     if (topo_layout_parse(list, layout_p) != CHORUS_OK)
         return 2;
     *ranks = (*layout_p)->size;
+    if (quiet)
+        return 0;
     topo_layout_shape(*layout_p, shape, sizeof(shape));
     printf("# %d ranks on %d nodes (ranks per node %s), consecutive ranks sharing a node\n",
            *ranks, (*layout_p)->nnodes, shape);
@@ -144,7 +159,42 @@ static chorus_status_t tune_team(coll_env_t *env, int size, tl_coll_ctx_t **ctx_
     return CHORUS_OK;
 }
 
-static int print_tune(int ranks, int node_local, const char *list)
+/* At most this many --estimate options in one run, and sizes in one option. */
+#define ESTIMATES_MAX 16
+#define ESTIMATE_SIZES_MAX 64
+
+/* One --estimate: a collective and the sizes to price it at. */
+typedef struct {
+    coll_type_t coll;
+    size_t nsizes;
+    size_t sizes[ESTIMATE_SIZES_MAX];
+} estimate_t;
+
+/*
+ * For each size: the algorithm the table runs a call of that size with, and
+ * that algorithm's estimate at exactly that size.
+ */
+static void print_estimates(const coll_select_t *sel, const coll_env_t *env,
+                            const estimate_t *est, int nest)
+{
+    for (int e = 0; e < nest; e++) {
+        for (size_t i = 0; i < est[e].nsizes; i++) {
+            size_t bytes = est[e].sizes[i];
+            const coll_alg_t *alg = coll_select_lookup(sel, est[e].coll, COLL_MEM_HOST, bytes);
+
+            if (alg == NULL) {
+                printf("%s %zu none inf\n", coll_type_name(est[e].coll), bytes);
+                continue;
+            }
+            printf("%s %zu %s %.9g\n", coll_type_name(est[e].coll), bytes, alg->name,
+                   coll_alg_price(alg, env, bytes));
+        }
+    }
+}
+
+/* cores: what a node's ranks run on; 0: this process's usable cores. */
+static int print_tune(int ranks, int node_local, const char *list, int cores,
+                      const estimate_t *est, int nest)
 {
     chorus__core_config_t core;
     tune_config_t tcfg;
@@ -159,11 +209,11 @@ static int print_tune(int ranks, int node_local, const char *list)
         chorus__config_read(&tune_config_table, &tcfg) != CHORUS_OK ||
         tune_model_from_config(&tcfg, core.chunk_bytes, &model) != CHORUS_OK)
         return 1;
-    rc = tune_layout(list, node_local, &ranks, &layout);
+    rc = tune_layout(list, node_local, nest > 0, &ranks, &layout);
     if (rc != 0)
         return rc;
     env = (coll_env_t){.nranks = ranks, .layout = layout, .model = &model,
-                       .cores = tune_usable_cores(), .mem = COLL_MEM_HOST};
+                       .cores = cores > 0 ? cores : tune_usable_cores(), .mem = COLL_MEM_HOST};
     /*
      * As a communicator sees it: a node team wherever a node holds several ranks; it runs
      * whole calls on one node and the hierarchical algorithms' node-local stages on several.
@@ -173,7 +223,10 @@ static int print_tune(int ranks, int node_local, const char *list)
     if (rc == 0)
         rc = coll_select_create(&env, tcfg.tune.s, &sel) == CHORUS_OK ? 0 : 1;
     if (rc == 0) {
-        coll_select_print(stdout, sel);
+        if (nest > 0)
+            print_estimates(sel, &env, est, nest);
+        else
+            coll_select_print(stdout, sel);
         coll_select_destroy(sel);
     }
     if (team_ctx != NULL)
@@ -213,6 +266,7 @@ typedef enum {
     INFO_CONFIG,
     INFO_MAN_CONFIG,
     INFO_TUNE,
+    INFO_ESTIMATE,
     INFO_TOPO,
     INFO_HELP,
     INFO_VERSION,
@@ -223,6 +277,9 @@ typedef struct {
     int ranks;             /* --tune -n; 0: CHORUS_SIZE, else 4 */
     int node_local;        /* --tune: every rank on one node */
     const char *list;      /* --tune --nodes LIST, or NULL */
+    int cores;             /* --tune --cores; 0: this process's usable cores */
+    estimate_t est[ESTIMATES_MAX];  /* --estimate */
+    int nest;
     const char *topo_file; /* --topo FILE, or NULL */
 } info_opts_t;
 
@@ -257,6 +314,31 @@ static int parse_ranks(const char *text, int *ranks_p)
     return 0;
 }
 
+/* "allreduce:4,1M" into e; -1 when a part is not a collective or a size. */
+static int parse_estimate(const char *text, estimate_t *e)
+{
+    char buf[1024], *sizes, *save = NULL;
+
+    if (strlen(text) >= sizeof(buf))
+        return -1;
+    strcpy(buf, text);
+    sizes = strchr(buf, ':');
+    if (sizes == NULL)
+        return -1;
+    *sizes++ = '\0';
+    e->coll = coll_type_from_name(buf);
+    e->nsizes = 0;
+    if (e->coll == COLL_TYPE_COUNT)
+        return -1;
+    for (char *tok = strtok_r(sizes, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
+        if (e->nsizes == ESTIMATE_SIZES_MAX ||
+            chorus__config_parse_size(tok, &e->sizes[e->nsizes]) != CHORUS_OK)
+            return -1;
+        e->nsizes++;
+    }
+    return e->nsizes > 0 ? 0 : -1;
+}
+
 /* Reads argv into o; returns 0, or the exit status after printing why. */
 static int parse_args(int argc, char **argv, info_opts_t *o)
 {
@@ -275,6 +357,21 @@ static int parse_args(int argc, char **argv, info_opts_t *o)
                 o->topo_file = argv[++i];
         } else if (!strcmp(a, "--tune")) {
             rc = set_mode(o, INFO_TUNE, a);
+        } else if (!strcmp(a, "--estimate")) {
+            rc = set_mode(o, INFO_ESTIMATE, a);
+            if (rc == 0 && i + 1 >= argc)
+                return bad_usage("option %s needs a value", a);
+            if (rc == 0 && o->nest == ESTIMATES_MAX)
+                return bad_usage("at most 16 options %s", a);
+            if (rc == 0 && parse_estimate(argv[++i], &o->est[o->nest++]) != 0)
+                return bad_usage("--estimate takes COLL:SIZE[,SIZE...] (at most 64 sizes), "
+                                 "e.g. allreduce:8,64K,16M, not '%s'", argv[i]);
+        } else if (!strcmp(a, "--cores")) {
+            if (i + 1 >= argc)
+                return bad_usage("option %s needs a value", a);
+            if (parse_ranks(argv[++i], &o->cores) != 0)
+                return bad_usage("invalid core count '%s' for --cores: expected an integer "
+                                 ">= 1", argv[i]);
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             rc = set_mode(o, INFO_HELP, a);
         } else if (!strcmp(a, "--version")) {
@@ -302,8 +399,9 @@ static int parse_args(int argc, char **argv, info_opts_t *o)
         if (rc != 0)
             return rc;
     }
-    if (o->mode != INFO_TUNE && (o->ranks != 0 || !o->node_local))
-        return bad_usage("%s", "-n and --nodes go with --tune");
+    if (o->mode != INFO_TUNE && o->mode != INFO_ESTIMATE &&
+        (o->ranks != 0 || !o->node_local || o->cores != 0))
+        return bad_usage("%s", "-n, --nodes and --cores go with --tune or --estimate");
     return 0;
 }
 
@@ -326,11 +424,12 @@ int main(int argc, char **argv)
     case INFO_TOPO:
         return print_topo(o.topo_file);
     case INFO_TUNE:
+    case INFO_ESTIMATE:
         if (o.ranks == 0) {
             const char *size = getenv("CHORUS_SIZE");
             o.ranks = size && atoi(size) > 0 ? atoi(size) : 4;
         }
-        return print_tune(o.ranks, o.node_local, o.list);
+        return print_tune(o.ranks, o.node_local, o.list, o.cores, o.est, o.nest);
     case INFO_HELP:
         usage(stdout);
         return 0;
