@@ -86,6 +86,7 @@ typedef struct {
     int uniform_n;         /* --uniform: this many tensors of uniform_bytes; 0: ResNet-50 */
     size_t uniform_bytes;
     const char *json_path; /* NULL: no JSON */
+    int print_tensors;     /* print the model's tensors and exit, with no communicator */
     int help, version;
 } ts_opts_t;
 
@@ -124,6 +125,9 @@ static const char ts_usage_text[] =
     "  --uniform N:BYTES  instead of ResNet-50, N tensors (1 to 4096) of BYTES each\n"
     "                     (a multiple of 4; K, M, G), as in 1000:4K\n"
     "  --json FILE        also write the results as JSON to FILE (rank 0)\n"
+    "  --print-tensors    print the model's tensors, one 'NAME ELEMENTS' line each in\n"
+    "                     layer order (the backward pass produces them last first),\n"
+    "                     and exit; needs no launcher (perf/simulate.py reads it)\n"
     "  -h, --help         print this text\n"
     "  --version          print the tool's and the library's versions\n"
     "\n"
@@ -172,7 +176,7 @@ static int ts_parse_ms(const char *text, double max, double *v_p)
 
 enum { TS_OPT_STEPS = 256, TS_OPT_WARMUP, TS_OPT_COMPUTE, TS_OPT_SLEEP, TS_OPT_SHUFFLE,
        TS_OPT_ENGINE_ONLY, TS_OPT_BUCKET, TS_OPT_CYCLE, TS_OPT_UNIFORM, TS_OPT_JSON,
-       TS_OPT_VERSION };
+       TS_OPT_PRINT_TENSORS, TS_OPT_VERSION };
 
 static const struct option ts_long_opts[] = {
     {"steps", required_argument, NULL, TS_OPT_STEPS},
@@ -185,6 +189,7 @@ static const struct option ts_long_opts[] = {
     {"cycle-ms", required_argument, NULL, TS_OPT_CYCLE},
     {"uniform", required_argument, NULL, TS_OPT_UNIFORM},
     {"json", required_argument, NULL, TS_OPT_JSON},
+    {"print-tensors", no_argument, NULL, TS_OPT_PRINT_TENSORS},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, TS_OPT_VERSION},
     {NULL, 0, NULL, 0},
@@ -232,6 +237,7 @@ static int ts_opts_set(ts_opts_t *o, int opt, const char *v, char *err, size_t e
     case TS_OPT_SLEEP: o->sleep = 1; break;
     case TS_OPT_SHUFFLE: o->shuffle = 1; break;
     case TS_OPT_ENGINE_ONLY: o->engine_only = 1; break;
+    case TS_OPT_PRINT_TENSORS: o->print_tensors = 1; break;
     case TS_OPT_VERSION: o->version = 1; break;
     case 'h': o->help = 1; break;
     default:
@@ -1075,6 +1081,12 @@ static int ts_main(const ts_opts_t *opts)
         ts_model_build_uniform(&c->model, opts->uniform_n, opts->uniform_bytes);
     else if (ts_model_build_resnet50(&c->model) != 0)
         goto out_ctx;
+    if (opts->print_tensors) {
+        for (int t = 0; t < c->model.n; t++)
+            printf("%s %zu\n", c->model.t[t].name, c->model.t[t].count);
+        rc = fflush(stdout) == 0 ? 0 : 1;
+        goto out_ctx;
+    }
     st = chorus_comm_create_from_env(&c->comm);
     if (st != CHORUS_OK) {
         fprintf(stderr, TS_PROG ": cannot create a communicator from the environment: %s "
