@@ -3,7 +3,7 @@
 # namespaces.
 #
 # usage (as root):
-#   testbed.sh [--nodes N] [--ranks-per-node K|K0,K1,..] [--cyclic]
+#   testbed.sh [--nodes N] [--ranks-per-node K|K0,K1,..] [--cyclic] [--bind]
 #              [--rate RATE|--rates R1,R2] [--build DIR] [--timeout S] [--quiet]
 #              -- COMMAND ARGS...
 #   testbed.sh [--nodes N] [--ranks-per-node K|K0,K1,..] [--cyclic]
@@ -25,6 +25,12 @@
 #   --cyclic            deal the ranks round robin over the nodes instead (rank 0
 #                       on the first node, rank 1 on the second, ...), as
 #                       launchers placing by slot do
+#   --bind              run rank r on one CPU, the r-th of the CPUs the test bed
+#                       may run on, in turn (taskset), as launchers that bind
+#                       ranks to cores do; without it the kernel places them,
+#                       and on a machine of few cores the handoffs between the
+#                       threads of a rank then cost whatever the placement gives
+#                       (small calls vary several times over between runs)
 #   --rate RATE         shape both directions of every node's link with tbf,
 #                       e.g. 1gbit, 200mbit, 500kbit (default: unshaped)
 #   --rates R1,R2       give every node the second link, eth1, and shape eth0
@@ -90,6 +96,7 @@ BUILD=
 TIMEOUT=300
 QUIET=0
 CYCLIC=0
+BIND=0
 HARNESS=0
 NS_MADE=()
 PIDS=()
@@ -98,7 +105,7 @@ TMP=
 die() { echo "testbed: $*" >&2; exit 1; }
 usage() {
     echo "testbed: $*" >&2
-    echo "usage: testbed.sh [--nodes N] [--ranks-per-node K] [--cyclic]" \
+    echo "usage: testbed.sh [--nodes N] [--ranks-per-node K] [--cyclic] [--bind]" \
         "[--rate RATE|--rates R1,R2] [--change S:RATE[,R2]] [--build DIR] [--timeout S]" \
         "[--quiet] [--harness]" \
         "-- COMMAND ARGS... | --cleanup" >&2
@@ -328,18 +335,32 @@ place_ranks() {
     done
 }
 
+# The CPUs this script may run on, one per line, from its affinity list ("0-3,8").
+allowed_cpus() {
+    local part
+    for part in $(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status | tr , ' '); do
+        case "$part" in
+            *-*) seq "${part%-*}" "${part#*-}" ;;
+            *) echo "$part" ;;
+        esac
+    done
+}
+
 run_ranks() {
-    local size=0 r i addr="$NET.1:$PORT"
+    local size=0 r i addr="$NET.1:$PORT" cpus=() bind=()
     for i in "${COUNTS[@]}"; do size=$((size + i)); done
+    [ "$BIND" -eq 0 ] || mapfile -t cpus < <(allowed_cpus)
+    [ "$BIND" -eq 0 ] || [ "${#cpus[@]}" -gt 0 ] || die "--bind: no CPU in the affinity list"
     CHORUS_SECRET=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
     export CHORUS_SECRET
     echo "testbed: $NODES nodes, ranks ${COUNTS[*]}, ${SHAPED:+$SHAPED, }$*" >&2
     place_ranks "$size"
     for ((r = 0; r < size; r++)); do
         i=${NODE_OF[$r]}
+        [ "$BIND" -eq 0 ] || bind=(taskset -c "${cpus[$((r % ${#cpus[@]}))]}")
         setsid ip netns exec "$ID-n$i" env CHORUS_RANK=$r CHORUS_SIZE=$size \
             CHORUS_ADDR="$addr" CHORUS_IFADDR="$NET.$((i + 1))" \
-            ${IFACES:+"CHORUS_TCP_IFACES=$IFACES"} "$@" \
+            ${IFACES:+"CHORUS_TCP_IFACES=$IFACES"} "${bind[@]}" "$@" \
             > "$TMP/rank$r" 2>&1 < /dev/null &
         PIDS+=($!)
     done
@@ -369,6 +390,7 @@ parse_args() {
             --timeout) TIMEOUT=${2:-}; shift ;;
             --quiet) QUIET=1 ;;
             --cyclic) CYCLIC=1 ;;
+            --bind) BIND=1 ;;
             --harness) HARNESS=1 ;;
             --cleanup) CLEANUP=1 ;;
             -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d'; exit 0 ;;
@@ -386,6 +408,8 @@ parse_args() {
     [ "$RATES_OPT" -eq 0 ] || parse_rates
     [ -z "$RATE" ] || [ -n "$SHAPED" ] || SHAPED="links at $RATE"
     [ -z "$CHANGE" ] || parse_change
+    [ "$BIND" -eq 0 ] || [ "$HARNESS" -eq 0 ] ||
+        usage "--bind places the ranks the test bed starts, not a --harness job's"
     parse_counts
 }
 
