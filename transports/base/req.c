@@ -16,6 +16,36 @@ void tl_req_complete(tl_req_t *req, chorus_status_t status, size_t length)
     __atomic_store_n(&req->done, 1, __ATOMIC_RELEASE);
 }
 
+void tl_req_init(tl_req_t *req, int peer, uint32_t space, uint64_t tag, void *buf,
+                 size_t capacity)
+{
+    req->done = 0;
+    req->status = CHORUS_OK;
+    req->length = 0;
+    req->next = NULL;
+    req->peer = peer;
+    req->space = space;
+    req->tag = tag;
+    req->buf = buf;
+    req->capacity = capacity;
+    req->offset = 0;
+    req->id = 0;
+    req->frag = 0;
+    req->moved = 0;
+}
+
+int tl_reqq_fail(tl_reqq_t *q, chorus_status_t status)
+{
+    tl_req_t *req;
+    int n = 0;
+
+    while ((req = tl_reqq_pop(q)) != NULL) {
+        tl_req_complete(req, status, 0);
+        n++;
+    }
+    return n;
+}
+
 void tl_reqq_push(tl_reqq_t *q, tl_req_t *req)
 {
     req->next = NULL;

@@ -173,6 +173,11 @@ typedef struct {
 
 /* The request is over: status and length, then done (a release: who sees done sees them). */
 void tl_req_complete(tl_req_t *req, chorus_status_t status, size_t length);
+/* A request about to be posted: to or from peer, in space with tag, on capacity bytes at buf. */
+void tl_req_init(tl_req_t *req, int peer, uint32_t space, uint64_t tag, void *buf,
+                 size_t capacity);
+/* Complete every request of q with status (nothing received); returns how many. */
+int tl_reqq_fail(tl_reqq_t *q, chorus_status_t status);
 void tl_reqq_push(tl_reqq_t *q, tl_req_t *req);
 tl_req_t *tl_reqq_pop(tl_reqq_t *q);
 /* Unlink the oldest receive a message of (space, tag) meets (same-tag messages match in order). */

@@ -410,7 +410,6 @@ ssize_t tl_tcp_tx_send(int fd, tl_tcp_tx_t *tx, tl_tcp_rate_t *rate);
 int tl_tcp_tx_fail(tl_tcp_tx_t *tx, chorus_status_t status);
 /* Keep EPOLLOUT armed exactly while the peer has something to write; returns completions. */
 int tl_tcp_peer_update_events(tl_ctx_t *ctx, tl_tcp_peer_t *peer);
-int tl_tcp_reqq_fail(tl_reqq_t *q, chorus_status_t status);
 chorus_status_t tl_tcp_send_nb(tl_ctx_t *ctx, int peer, uint32_t space, uint64_t tag,
                                const void *buf, size_t len, tl_req_t *req);
 chorus_status_t tl_tcp_recv_nb(tl_ctx_t *ctx, int peer, uint32_t space, uint64_t tag,

@@ -85,20 +85,6 @@ chorus_status_t tl_tcp_header_check(const tl_tcp_hdr_t *wire, tl_tcp_frame_t *fr
     return CHORUS_OK;
 }
 
-/* ---- Requests and their queues ---------------------------------------------- */
-
-int tl_tcp_reqq_fail(tl_reqq_t *q, chorus_status_t status)
-{
-    tl_req_t *req;
-    int n = 0;
-
-    while ((req = tl_reqq_pop(q)) != NULL) {
-        tl_req_complete(req, status, 0);
-        n++;
-    }
-    return n;
-}
-
 /* ---- Peers ------------------------------------------------------------------ */
 
 void tl_tcp_peer_init(tl_tcp_peer_t *peer, int rank)
@@ -180,12 +166,12 @@ int tl_tcp_peer_fail(tl_ctx_t *ctx, tl_tcp_peer_t *peer, chorus_status_t status)
     peer->state = TL_TCP_PEER_CLOSED;
     if (peer->failed == CHORUS_OK)
         peer->failed = status;
-    n += tl_tcp_reqq_fail(&peer->sendq, status);
-    n += tl_tcp_reqq_fail(&peer->rtsq, status);
-    n += tl_tcp_reqq_fail(&peer->rdataq, status);
+    n += tl_reqq_fail(&peer->sendq, status);
+    n += tl_reqq_fail(&peer->rtsq, status);
+    n += tl_reqq_fail(&peer->rdataq, status);
     n += tl_tcp_tx_fail(&peer->tx, status);
     n += tl_tcp_lanes_close(ctx, peer, status);
-    n += tl_tcp_reqq_fail(&peer->postq, status);
+    n += tl_reqq_fail(&peer->postq, status);
     n += tl_tcp_peer_drop_rx(ctx, peer, status);
     if (peer->rx_req != NULL) {
         tl_req_complete(peer->rx_req, status, 0);
@@ -558,24 +544,6 @@ static chorus_status_t post_check(tl_ctx_t *ctx, int peer, const void *buf, size
     return CHORUS_OK;
 }
 
-static void req_init(tl_req_t *req, int peer, uint32_t space, uint64_t tag, void *buf,
-                     size_t capacity)
-{
-    req->done = 0;
-    req->status = CHORUS_OK;
-    req->length = 0;
-    req->next = NULL;
-    req->peer = peer;
-    req->space = space;
-    req->tag = tag;
-    req->buf = buf;
-    req->capacity = capacity;
-    req->offset = 0;
-    req->id = 0;
-    req->frag = 0;
-    req->moved = 0;
-}
-
 /* Later posts to a lost peer fail at once, with the status that lost it. */
 static chorus_status_t post_failed(tl_ctx_t *ctx, tl_tcp_peer_t *peer, tl_req_t *req)
 {
@@ -636,7 +604,7 @@ chorus_status_t tl_tcp_send_nb(tl_ctx_t *ctx, int peer_rank, uint32_t space, uin
     if (status != CHORUS_OK)
         return status;
     /* The request's buffer field is shared with receives; sends never write through it. */
-    req_init(req, peer_rank, space, tag, (void *)(uintptr_t)buf, len);
+    tl_req_init(req, peer_rank, space, tag, (void *)(uintptr_t)buf, len);
     peer = &ctx->peers[peer_rank];
     status = post_failed(ctx, peer, req);
     if (status != CHORUS_OK)
@@ -696,7 +664,7 @@ chorus_status_t tl_tcp_recv_nb(tl_ctx_t *ctx, int peer_rank, uint32_t space, uin
         chorus_error("rank %d: tcp recv: control tags are never matched", ctx->rank);
         return CHORUS_ERR_INVALID_ARG;
     }
-    req_init(req, peer_rank, space, tag, buf, capacity);
+    tl_req_init(req, peer_rank, space, tag, buf, capacity);
     peer = &ctx->peers[peer_rank];
     ue = tl_tcp_ueq_take(&peer->ueq, space, tag);
     if (ue != NULL && ue->rts && peer->state == TL_TCP_PEER_CLOSED) {

@@ -372,8 +372,6 @@ void tl_ucx_req_complete(tl_ucx_ctx_t *ctx, tl_req_t *req, chorus_status_t statu
                          size_t length);
 /* Drop a message: its rendezvous descriptor goes back to UCX, its memory is freed. */
 void tl_ucx_msg_drop(tl_ucx_ctx_t *ctx, tl_ucx_msg_t *msg);
-/* Complete every request in q with status; returns how many. */
-int tl_ucx_reqq_fail(tl_ucx_ctx_t *ctx, tl_reqq_t *q, chorus_status_t status);
 /*
  * The operations in flight of peer (all peers: NULL) give up their requests,
  * which fail with status: sends at once (their endpoint is closed, so UCX

@@ -19,30 +19,6 @@ void tl_ucx_req_complete(tl_ucx_ctx_t *ctx, tl_req_t *req, chorus_status_t statu
     ctx->completed++;
 }
 
-int tl_ucx_reqq_fail(tl_ucx_ctx_t *ctx, tl_reqq_t *q, chorus_status_t status)
-{
-    tl_req_t *req;
-    int n = 0;
-
-    while ((req = tl_reqq_pop(q)) != NULL) {
-        tl_ucx_req_complete(ctx, req, status, 0);
-        n++;
-    }
-    return n;
-}
-
-static void req_init(tl_req_t *req, int peer, uint32_t space, uint64_t tag, void *buf,
-                     size_t capacity)
-{
-    memset(req, 0, sizeof(*req));
-    req->status = CHORUS_OK;
-    req->peer = peer;
-    req->space = space;
-    req->tag = tag;
-    req->buf = buf;
-    req->capacity = capacity;
-}
-
 static void protocol_fail(tl_ucx_ctx_t *ctx, tl_ucx_peer_t *peer, const char *why)
 {
     chorus_error("rank %d: ucx: peer %d broke the protocol: %s", ctx->rank, peer->rank, why);
@@ -345,7 +321,7 @@ chorus_status_t tl_ucx_send_nb(tl_ctx_t *tctx, int rank, uint32_t space, uint64_
 
     if (status != CHORUS_OK)
         return status;
-    req_init(req, rank, space, tag, (void *)buf, len);
+    tl_req_init(req, rank, space, tag, (void *)buf, len);
     if ((tag & TL_TAG_CTRL) && len > TL_CTRL_MAX) {
         chorus_error("rank %d: ucx: a control message of %zu bytes exceeds %d", ctx->rank, len,
                      TL_CTRL_MAX);
@@ -497,7 +473,7 @@ chorus_status_t tl_ucx_recv_nb(tl_ctx_t *tctx, int rank, uint32_t space, uint64_
 
     if (status != CHORUS_OK)
         return status;
-    req_init(req, rank, space, tag, buf, capacity);
+    tl_req_init(req, rank, space, tag, buf, capacity);
     if (ctx->failed != CHORUS_OK)
         return refuse(ctx, req, ctx->failed);
     peer = &ctx->peers[rank];

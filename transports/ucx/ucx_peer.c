@@ -182,10 +182,10 @@ void tl_ucx_handshake_recv(tl_ucx_ctx_t *ctx, tl_ucx_peer_t *peer, const tl_ucx_
 
 void tl_ucx_peer_fail_reqs(tl_ucx_ctx_t *ctx, tl_ucx_peer_t *peer, chorus_status_t status)
 {
-    tl_ucx_reqq_fail(ctx, &peer->sendq, status);
-    tl_ucx_reqq_fail(ctx, &peer->recvq, status);
-    tl_ucx_reqq_fail(ctx, &peer->rtsq, status);
-    tl_ucx_reqq_fail(ctx, &peer->rdvq, status);
+    ctx->completed += tl_reqq_fail(&peer->sendq, status) +
+                      tl_reqq_fail(&peer->recvq, status) +
+                      tl_reqq_fail(&peer->rtsq, status) +
+                      tl_reqq_fail(&peer->rdvq, status);
 }
 
 /* Rendezvous announcements of a closed peer go; its eager messages stay to be received. */
