@@ -57,8 +57,9 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOP = os.path.dirname(HERE)
 TESTBED = os.path.join(TOP, "tests", "netns", "testbed.sh")
-# The engine's negotiation vector: its header bytes, then one byte per agreed name (engine_cycle.c).
-ENGINE_HEADER_BYTES = 8
+# The engine's negotiation vector: its header bytes (HDR_BYTES), then one byte per agreed name
+# (engine_cycle.c).
+ENGINE_HEADER_BYTES = 4
 # A tensor of at least bucket_bytes / this goes alone (engine_bucket.c).
 ENGINE_ALONE_FRACTION = 4
 # The model's variables: set from the cluster, never inherited from the caller's environment.
