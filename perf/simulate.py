@@ -62,6 +62,9 @@ TESTBED = os.path.join(TOP, "tests", "netns", "testbed.sh")
 ENGINE_HEADER_BYTES = 4
 # A tensor of at least bucket_bytes / this goes alone (engine_bucket.c).
 ENGINE_ALONE_FRACTION = 4
+# Cycles with nothing waiting anywhere stretch up to this many periods (engine_cycle.c): the
+# engine comes to a step from idle (another mode, the forward pass).
+ENGINE_IDLE_STRETCH = 8
 # The model's variables: set from the cluster, never inherited from the caller's environment.
 MODEL_VARS = ("CHORUS_TUNE", "CHORUS_TUNE_ALPHA_US", "CHORUS_TUNE_BANDWIDTH_GBS",
               "CHORUS_TUNE_REDUCE_GBS", "CHORUS_TUNE_NET_ALPHA_US",
@@ -78,9 +81,12 @@ def die(msg):
 def parse_size(text):
     units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
     try:
-        return int(text[:-1]) * units[text[-1]] if text[-1:] in units else int(text)
+        v = int(text[:-1]) * units[text[-1]] if text[-1:] in units else int(text)
     except ValueError:
+        v = -1
+    if v < 0:
         die(f"'{text}' is not a size (bytes, with K, M or G)")
+    return v
 
 
 def rate_bytes(text):
@@ -231,34 +237,44 @@ def read_tensors(train_step, model):
 def engine_step(pricer, ready, nbytes, compute_s, bucket_bytes, cycle_s):
     """The engine mode: when the last bucket of a step completes (seconds from its start).
 
-    ready[k]: when the k-th tensor submitted (backward order, which is also id order) is
-    ready on every rank; nbytes[k] its bytes."""
+    ready[k]: when the k-th tensor submitted (backward order) is ready on every rank;
+    nbytes[k] its bytes. Ids are taken as backward order: the engine gives ids in the order
+    of its name table among the names announced in one cycle, so where many tensors are
+    first announced at once its buckets group them otherwise (the same bytes in all)."""
     nids = len(ready)
     cycle_cost = pricer.price("allreduce", ENGINE_HEADER_BYTES + nids)[1]
     taken = 0                  # tensors before this index are in buckets
     net_free = 0.0             # when the bucket communicator finishes what it has
-    start = cycle_s / 2        # the cycle's phase against the step: on average half a period
     cum = [0]
     for b in nbytes:
         cum.append(cum[-1] + b)
+
+    def full_at(lo):
+        """When a bucket's worth of tensors from lo on is ready: a submission wakes the engine."""
+        return next((ready[k] for k in range(lo, nids) if cum[k + 1] - cum[lo] >= bucket_bytes),
+                    float("inf"))
+
+    # From idle the period is stretched; the step begins, on average, half-way through one.
+    start = min(ENGINE_IDLE_STRETCH * cycle_s / 2, full_at(0))
     while taken < nids:
         # Ranks snapshot at start; the bitmap's allreduce says what was ready everywhere then.
         upto = bisect.bisect_right(ready, start, lo=taken)
-        launched = start + cycle_cost
-        net_free = run_buckets(pricer, nbytes, taken, upto, bucket_bytes, launched, net_free)
+        posted, net_free = run_buckets(pricer, nbytes, taken, upto, bucket_bytes,
+                                       start + cycle_cost, net_free)
         taken = upto
         if taken >= nids:
             break
         # The next cycle: a period after this one began, or as soon as a bucket's worth
-        # waits, and never before this one is done.
-        full_at = next((ready[k] for k in range(taken, nids)
-                        if cum[k + 1] - cum[taken] >= bucket_bytes), float("inf"))
-        start = max(launched, min(start + cycle_s, full_at))
+        # waits, and never before this one has posted its buckets.
+        start = max(posted, min(start + cycle_s, full_at(taken)))
     return max(net_free, compute_s)
 
 
-def run_buckets(pricer, nbytes, lo, hi, bucket_bytes, launched, net_free):
-    """Cut tensors lo..hi into buckets as engine_bucket.c does, and run them in turn."""
+def run_buckets(pricer, nbytes, lo, hi, bucket_bytes, posting, net_free):
+    """Cut tensors lo..hi into buckets as engine_bucket.c does and post them from time posting:
+    the engine's thread packs a bucket of several tensors before posting it; each runs after
+    the one before it on the bucket communicator, and is unpacked when it is over.
+    Returns when the thread has posted them all, and when the last is over."""
     buckets, open_bytes, open_n = [], 0, 0
     for k in range(lo, hi):
         b = nbytes[k]
@@ -273,11 +289,24 @@ def run_buckets(pricer, nbytes, lo, hi, bucket_bytes, launched, net_free):
     if open_n:
         buckets.append((open_bytes, open_n))
     for b, n in buckets:
-        t = pricer.price("allreduce", b)[1]
-        if n > 1:    # packed before, unpacked after
-            t += 2 * b / (pricer.c.copy_gbs * 1e9)
-        net_free = max(net_free, launched) + t
-    return net_free
+        copy = b / (pricer.c.copy_gbs * 1e9) if n > 1 else 0.0
+        posting += copy
+        net_free = max(net_free, posting) + pricer.price("allreduce", b)[1] + copy
+    return posting, net_free
+
+
+class _Sizes:
+    """A pricer that notes the sizes it has no price for (costing them nothing): the engine's
+    buckets do not depend on the network's prices, so one pass finds every size to price."""
+
+    def __init__(self, pricer):
+        self.p, self.c, self.missing = pricer, pricer.c, set()
+
+    def price(self, coll, size):
+        if (coll, size) in self.p.cache:
+            return self.p.cache[(coll, size)]
+        self.missing.add(size)
+        return "?", 0.0
 
 
 def train_step(pricer, nbytes_layer, compute_ms, bucket_bytes, cycle_ms):
@@ -295,6 +324,9 @@ def train_step(pricer, nbytes_layer, compute_ms, bucket_bytes, cycle_ms):
     # Blocking calls in the backward pass: each tensor's compute starts once the call before
     # it has returned, so nothing overlaps.
     per_tensor = compute_s + sum(pricer.price("allreduce", b)[1] for b in nbytes)
+    sizes = _Sizes(pricer)
+    engine_step(sizes, ready, nbytes, compute_s, bucket_bytes, cycle_ms / 1e3)
+    pricer.prime("allreduce", sizes.missing)
     return {
         "engine": engine_step(pricer, ready, nbytes, compute_s, bucket_bytes,
                               cycle_ms / 1e3),
@@ -320,7 +352,8 @@ def testbed(a, nodes, rate, cmd, env_extra=None, ranks_per_node="1"):
 
 
 def measure_perf(a, nodes, rate, coll, size, rpn="1"):
-    """Median out-of-place time (seconds) of chorus-perf coll at size; results checked.
+    """chorus-perf's out-of-place time (seconds: the mean per call over its timed calls, on the
+    slowest rank) of coll at size; results checked.
 
     Warmup moves three times the tbf bucket (10 ms at the rate, at least 128 KiB), so that
     calls which could outpace the link find the bucket drained: the figure is the link's
@@ -479,8 +512,9 @@ def save(a, rows):
             json.dump({"rows": rows}, f, indent=1)
 
 
-# The autotuner's ranges (CHORUS_AUTOTUNE): bucket sizes and cycle times it may choose from.
-TUNED_BUCKETS = ("4M", "16M", "64M")
+# The autotuner's ranges (CHORUS_AUTOTUNE, src/engine/engine_tune.c): bucket sizes and cycle
+# times it chooses from.
+TUNED_BUCKETS = ("1M", "2M", "4M", "8M", "16M", "32M", "64M")
 TUNED_CYCLES_MS = (0.5, 1.0, 2.0, 4.0, 8.0)
 
 
@@ -500,7 +534,7 @@ def cmd_project(a):
           f"{'/'.join(f'{c:g}' for c in TUNED_CYCLES_MS)} ms")
     print(f"{'ranks':>6} {'nodes':>6} {'fused_ms':>9} {'set_ms':>8} {'set_eff':>8} "
           f"{'tuned_ms':>9} {'tuned_eff':>9}  tuned at   algorithm (fused)")
-    for n in [int(x) for x in a.ranks.split(",")]:
+    for n in a.rank_counts:
         rpn = min(a.ranks_per_node, n)
         if n % rpn:
             die(f"{n} ranks do not fill nodes of {rpn}")
@@ -612,6 +646,20 @@ def main():
     s.set_defaults(fn=cmd_project)
 
     a = ap.parse_args()
+    if a.cmd in ("train-step", "project") and (a.cycle_ms <= 0 or a.compute_ms < 0):
+        die("--cycle-ms must be above 0 and --compute-ms 0 or more")
+    if a.cmd in ("train-step", "project") and parse_size(a.bucket_bytes) < 1:
+        die("--bucket-bytes must be 1 or more")
+    if a.cmd == "project":
+        try:
+            a.rank_counts = [int(x) for x in a.ranks.split(",")]
+        except ValueError:
+            die(f"--ranks '{a.ranks}' is not a list of rank counts")
+        if a.ranks_per_node < 1 or a.cores_per_node < 1 or any(n < 1 for n in a.rank_counts):
+            die("--ranks, --ranks-per-node and --cores-per-node must be 1 or more")
+        if a.forward_ms < 0 or a.gbit <= 0 or a.node_gbytes_per_s <= 0 or \
+                a.net_alpha_us < 0 or a.node_alpha_us < 0:
+            die("project: rates must be above 0, times 0 or more")
     if a.cmd == "validate":
         try:
             a.train_steps = [float(x) for x in a.train_steps.split(",") if x]

@@ -85,8 +85,9 @@ if ! command -v python3 > /dev/null; then
     exit $?
 fi
 run python3 "$HERE/simulate_check.py" "$PERF" > "$TMP/out" 2>&1
+rc=$?
 check "simulate_check.py: the engine model on its own prices ($(tail -1 "$TMP/out"))" \
-    [ $? -eq 0 ]
+    [ "$rc" -eq 0 ]
 grep '^FAIL' "$TMP/out"
 
 SIM="python3 $PERF/simulate.py --build $BUILD"
@@ -108,12 +109,22 @@ done
 eng=$(awk '$1 == "engine" { print $2 }' "$TMP/out")
 after=$(awk '$1 == "fused-after" { print $2 }' "$TMP/out")
 check "simulate.py train-step: the engine overlaps ($eng ms, fused-after $after ms)" \
-    awk -v e="$eng" -v f="$after" 'BEGIN { exit !(e >= 300 && e < f) }'
-run $SIM project --ranks 8,64 --ranks-per-node 8 --json "$TMP/p.json" > "$TMP/out" 2>&1
+    awk -v e="$eng" -v f="$after" 'BEGIN { exit !(e < f) }'
+run $SIM project --ranks 8,64 --ranks-per-node 8 --gbit 10 --json "$TMP/p.json" \
+    > "$TMP/out" 2>&1
 check "simulate.py project exits 0 (got $?)" [ $? -eq 0 ]
-check "simulate.py project: a row per rank count, efficiency in (0, 100]" \
-    awk '$1 ~ /^[0-9]+$/ { n++; e = $5 + 0; if (e <= 0 || e > 100) bad = 1 }
-         END { exit !(n == 2 && !bad) }' "$TMP/out"
+# 8 ranks on one node exchange through shared memory, 64 on 8 nodes over 10 Gbit/s links:
+# the exchange no longer hides behind the 120 ms of backward compute.
+check "simulate.py project: 8 ranks scale better than 64 over 10 Gbit/s" \
+    awk '$1 == 8 { e8 = $5 + 0 } $1 == 64 { e64 = $5 + 0 }
+         END { exit !(e8 > 95 && e64 < e8 - 5 && e64 > 0) }' "$TMP/out"
+for bad in "--ranks 0" "--ranks-per-node 0" "--cycle-ms 0" "--ranks 8,x"; do
+    # shellcheck disable=SC2086
+    run $SIM project $bad > "$TMP/out" 2>&1
+    rc=$?
+    check "simulate.py project $bad exits 1 with a reason (got $rc)" \
+        sh -c "[ $rc -eq 1 ] && grep -q '^simulate: ' '$TMP/out'"
+done
 printf '{"ranks_per_node": [1, 1]}' > "$TMP/bad.json"
 run $SIM coll --cluster "$TMP/bad.json" > "$TMP/out" 2>&1
 rc=$?
