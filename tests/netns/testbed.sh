@@ -410,6 +410,7 @@ parse_args() {
     [ -z "$CHANGE" ] || parse_change
     [ "$BIND" -eq 0 ] || [ "$HARNESS" -eq 0 ] ||
         usage "--bind places the ranks the test bed starts, not a --harness job's"
+    [ "$BIND" -eq 0 ] || command -v taskset > /dev/null || die "--bind needs taskset (util-linux)"
     parse_counts
 }
 
