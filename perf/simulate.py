@@ -339,10 +339,11 @@ def train_step(pricer, nbytes_layer, compute_ms, bucket_bytes, cycle_ms):
 
 # ---- the test bed -------------------------------------------------------------------------
 
-def testbed(a, nodes, rate, cmd, env_extra=None, ranks_per_node="1"):
+def testbed(a, nodes, rate, cmd, env_extra=None):
+    """Run cmd on nodes of one rank each, links at rate; rank 0's output."""
     # Each rank on a CPU of its own (in turn where they outnumber the CPUs), as launchers bind
     # ranks: unbound, the kernel's placement of a rank's threads sets small calls' time.
-    argv = [TESTBED, "--nodes", str(nodes), "--ranks-per-node", ranks_per_node, "--bind",
+    argv = [TESTBED, "--nodes", str(nodes), "--ranks-per-node", "1", "--bind",
             "--rate", rate, "--timeout", "900", "--quiet", "--build", a.build, "--"] + cmd
     env = dict(os.environ, **(env_extra or {}))
     r = subprocess.run(argv, env=env, capture_output=True, text=True)
@@ -351,7 +352,7 @@ def testbed(a, nodes, rate, cmd, env_extra=None, ranks_per_node="1"):
     return r.stdout
 
 
-def measure_perf(a, nodes, rate, coll, size, rpn="1"):
+def measure_perf(a, nodes, rate, coll, size):
     """chorus-perf's out-of-place time (seconds: the mean per call over its timed calls, on the
     slowest rank) of coll at size; results checked.
 
@@ -365,7 +366,7 @@ def measure_perf(a, nodes, rate, coll, size, rpn="1"):
         out = os.path.join(d, "p.json")
         testbed(a, nodes, rate, ["chorus-perf", coll, "-b", str(size), "-e", str(size),
                                  "-n", str(iters), "-w", str(warm), "-c", "1", "--json", out],
-                {"CHORUS_AUTOTUNE": "0"}, rpn)
+                {"CHORUS_AUTOTUNE": "0"})
         data = json.load(open(out))
     if data["wrong_total"] != 0:
         die(f"{coll} at {size} bytes on {nodes} nodes: {data['wrong_total']} wrong elements")
@@ -373,18 +374,18 @@ def measure_perf(a, nodes, rate, coll, size, rpn="1"):
     return row["out_of_place"]["time_us"] * 1e-6, row.get("algorithm", "")
 
 
-def measure_train_step(a, nodes, rate, compute_ms, rpn="1"):
+def measure_train_step(a, nodes, rate, compute_ms):
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "t.json")
         testbed(a, nodes, rate, ["chorus-train-step", "--sleep", "--steps", str(a.steps),
                                  "--warmup", "1", "--compute-ms", str(compute_ms),
-                                 "--json", out], {"CHORUS_AUTOTUNE": "0"}, rpn)
+                                 "--json", out], {"CHORUS_AUTOTUNE": "0"})
         data = json.load(open(out))
     return {m["mode"]: m["median_ms"] / 1e3 for m in data["modes"]}
 
 
-def calibrate(a, nodes_hint=2):
-    """The test bed's link at a.rate as a cluster of nodes_hint nodes x 1 rank."""
+def calibrate(a):
+    """The test bed's link at a.rate, measured on 2 nodes, as a cluster of 2 nodes x 1 rank."""
     out = testbed(a, 2, a.rate, [sys.executable, os.path.join(HERE, "link_rate.py"),
                                  str(64 << 20)])
     rate = next((float(l.split()[1]) for l in out.splitlines()
@@ -395,7 +396,7 @@ def calibrate(a, nodes_hint=2):
     # one round), which the model prices at alpha; the median of three runs, as a run's
     # small calls vary by a fifth or more from the next one's.
     alpha = statistics.median(measure_perf(a, 2, a.rate, "allreduce", 8)[0] for _ in range(3))
-    return {"ranks_per_node": [1] * nodes_hint, "cores_per_node": os.cpu_count(),
+    return {"ranks_per_node": [1, 1], "cores_per_node": os.cpu_count(),
             "net": {"alpha_us": round(alpha * 1e6, 2), "gbytes_per_s": round(rate / 1e9, 5)},
             "select": "default"}
 
