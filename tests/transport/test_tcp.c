@@ -21,6 +21,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sockios.h>
+#include <netinet/tcp.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -1331,6 +1334,65 @@ static int body_payload_interleave(rank_env_t *env)
 }
 
 TCP_TEST(payload_interleave, body_payload_interleave)
+
+/*
+ * A payload whose receiver stops reading fills the sender's socket only up
+ * to its queue bound (tcp.h, "Short send queues"), not to its buffer's
+ * megabytes: what the socket has not sent stays within the bound and one
+ * fragment, which is all that a frame written next waits behind. Once the
+ * receiver reads again the payload completes: the socket's EPOLLOUT at the
+ * bound wakes the writer.
+ */
+static int body_send_queue_bound(rank_env_t *env)
+{
+    unsigned char *big = malloc(BIG);
+    tl_req_t r;
+
+    CHECK(env->connect_status == CHORUS_OK && big != NULL);
+    CHECK(exchange(env, 1 - env->rank) == 0);
+    if (env->rank == 1) {
+        /* A small receive buffer: what the payload's grant sends waits in the sender's. */
+        int small = 64 << 10;
+
+        CHECK(setsockopt(env->ctx->peers[0].fd, SOL_SOCKET, SO_RCVBUF, &small,
+                         sizeof(small)) == 0);
+        CHECK(env->ops->recv_nb(env->ctx, 0, 0, 1, big, BIG, &r) == CHORUS_OK);
+        /* The CTS is written: the payload may come, and this rank stops reading it. */
+        CHECK(PROGRESS_UNTIL(env, env->ctx->peers[0].rdvq.head != NULL) == 0);
+        sync_ranks(env);
+        sync_ranks(env);
+        CHECK(wait_reqs(env, &r, 1, WAIT_S) == 0);
+        CHECK(r.status == CHORUS_OK && r.length == BIG && matches(big, BIG, 1));
+        free(big);
+        return 0;
+    }
+    fill(big, BIG, 1);
+    CHECK(env->ops->send_nb(env->ctx, 1, 0, 1, big, BIG, &r) == CHORUS_OK);
+    CHECK(PROGRESS_UNTIL(env, env->ctx->peers[1].rdataq.head != NULL) == 0);
+    sync_ranks(env);
+    progress_for(env, 0.5);
+    {
+        const tl_tcp_peer_t *peer = &env->ctx->peers[1];
+        int not_sent = -1, lowat = 0;
+        socklen_t len = sizeof(lowat);
+
+        CHECK(ioctl(peer->fd, SIOCOUTQNSD, &not_sent) == 0);
+        CHECK(getsockopt(peer->fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &lowat, &len) == 0);
+        fprintf(stderr, "rank 0: %d bytes not sent, bound %d, payload done %d\n", not_sent,
+                lowat, r.done);
+        CHECK(lowat > 0 && (uint32_t)lowat == peer->lanes[0].queue);
+        CHECK(lowat <= (int)TL_TCP_QUEUE_MAX);
+        CHECK((size_t)not_sent <= (size_t)lowat + TL_TCP_FRAG_MAX + sizeof(tl_tcp_hdr_t));
+        CHECK(!r.done);
+    }
+    sync_ranks(env);
+    CHECK(wait_reqs(env, &r, 1, WAIT_S) == 0);
+    CHECK(r.status == CHORUS_OK);
+    free(big);
+    return 0;
+}
+
+TCP_TEST(send_queue_bound, body_send_queue_bound)
 
 /* ---- streams ---------------------------------------------------------------------- */
 

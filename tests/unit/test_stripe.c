@@ -320,3 +320,18 @@ Test(stripe, fragment_size)
         cr_expect(f >= TL_TCP_FRAG_MIN && f <= TL_TCP_FRAG_MAX && (f & (f - 1)) == 0);
     }
 }
+
+/* A socket's queue bound: the start value until a measure, then 2 ms of the rate in bounds. */
+Test(stripe, queue_bound_follows_the_rate)
+{
+    tl_tcp_rate_t r = {0};
+
+    cr_expect_eq(tl_tcp_stripe_queue(&r), TL_TCP_QUEUE_START);
+    r.rate = 100e6 / 8;     /* 100 Mbit/s: 25 KB in 2 ms, below the least bound */
+    cr_expect_eq(tl_tcp_stripe_queue(&r), TL_TCP_QUEUE_MIN);
+    r.rate = 10e9 / 8;      /* 10 Gbit/s: 2.5 MB in 2 ms */
+    cr_expect_eq(tl_tcp_stripe_queue(&r), (uint32_t)(10e9 / 8 * TL_TCP_QUEUE_S));
+    r.rate = 100e9 / 8;     /* 100 Gbit/s: 25 MB, above the most */
+    cr_expect_eq(tl_tcp_stripe_queue(&r), TL_TCP_QUEUE_MAX);
+    cr_expect(TL_TCP_QUEUE_MIN <= TL_TCP_QUEUE_START && TL_TCP_QUEUE_START <= TL_TCP_QUEUE_MAX);
+}

@@ -76,6 +76,21 @@
  * is out of bounds, of the wrong length or there already breaks the
  * protocol. A lane that fails fails its peer, as the connection would.
  *
+ * Short send queues. Whatever a socket has not sent yet, a frame written
+ * after it waits behind, and the connection carries the frames that a
+ * peer waits for (CTS, CREDIT, RTS): a socket buffer of megabytes in front
+ * of a CTS on a 100 Mbit/s link is most of a second during which the
+ * peer's payload cannot start. So a socket (the connection's or a lane's)
+ * takes a new payload fragment only while the bytes it has not sent are
+ * below its queue bound, about TL_TCP_QUEUE_S of its measured rate
+ * (tl_tcp_stripe_queue), and TCP_NOTSENT_LOWAT at that bound makes it
+ * report EPOLLOUT once it drains below (the kernel also takes no more
+ * than that unsent). Control frames and eager messages are not held back
+ * for room: they wait at most for that bound to drain. Bytes in flight
+ * are left to TCP, so the bound costs no throughput on a long path. Where
+ * the kernel refuses the option, the socket has no bound (its EPOLLOUT
+ * would not say when it drained).
+ *
  * Matching. DATA and RTS frames are matched against posted receives by
  * (space, tag) in arrival order; those that arrive first wait, in that order,
  * in the peer's unexpected list. A message longer than its receive fails it
@@ -240,6 +255,8 @@ typedef struct {
 typedef struct {
     int fd;                     /* -1 until authenticated */
     uint32_t events;
+    uint32_t queue;             /* its socket's queue bound (TCP_NOTSENT_LOWAT); 0: not set */
+    int queue_refused;          /* the kernel refused TCP_NOTSENT_LOWAT: no bound */
     tl_tcp_hs_t hs;             /* connector: the lane's handshake */
     double deadline;            /* connector: the lane must be up by then */
     int addr;                   /* connector: the peer's address it dials (peer->sa) */
@@ -489,7 +506,17 @@ int tl_tcp_lanes_write(tl_ctx_t *ctx, tl_tcp_peer_t *peer, int *moved_p);
  * when the connection would deliver it first.
  */
 int tl_tcp_lanes_eager_ok(tl_ctx_t *ctx, tl_tcp_peer_t *peer, size_t bytes);
-/* Keep EPOLLOUT armed on lanes 1.. exactly while they have a frame to finish. */
+/*
+ * Whether the socket of a lane (0: the connection) may take a payload
+ * fragment now: what it has not sent is below its queue bound, which is
+ * first brought to the lane's rate (tcp.h, "Short send queues").
+ */
+int tl_tcp_lane_room(tl_tcp_peer_t *peer, int lane);
+/*
+ * Keep EPOLLOUT armed on lanes 1.. exactly while they have a frame to
+ * finish, or a fragment waits for a socket with room (their drain below
+ * the bound wakes the writer).
+ */
 int tl_tcp_lanes_update_events(tl_ctx_t *ctx, tl_tcp_peer_t *peer);
 /* Close the lanes; the RDATA sends their frames belonged to fail; returns completions. */
 int tl_tcp_lanes_close(tl_ctx_t *ctx, tl_tcp_peer_t *peer, chorus_status_t status);
@@ -518,6 +545,18 @@ int tl_tcp_rdata_arrived(tl_ctx_t *ctx, tl_tcp_peer_t *peer, tl_tcp_ue_t *rec, u
 /* A rate not measured for this long starts to count for more (tcp_stripe.c). */
 #define TL_TCP_RATE_STALE 0.05
 void tl_tcp_rate_sample(tl_tcp_rate_t *r, double now, uint64_t held);
+/*
+ * The queue bound of a lane that delivers at rate r: what it has not sent
+ * yet may reach TL_TCP_QUEUE_S of its rate, within [TL_TCP_QUEUE_MIN,
+ * TL_TCP_QUEUE_MAX]; TL_TCP_QUEUE_START until a first measure. A lane whose
+ * socket never holds a measure's worth (TL_TCP_RATE_BUSY) drains faster
+ * than it is filled, a loopback one for instance, and stays there.
+ */
+#define TL_TCP_QUEUE_S 0.002
+#define TL_TCP_QUEUE_MIN (128u << 10)
+#define TL_TCP_QUEUE_START (1u << 20)
+#define TL_TCP_QUEUE_MAX (4u << 20)
+uint32_t tl_tcp_stripe_queue(const tl_tcp_rate_t *r);
 /*
  * One look at a lane before a pick: samples its rate from what its socket
  * holds, and returns its backlog, that plus the unsent rest of the frame it

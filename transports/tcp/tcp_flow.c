@@ -490,7 +490,7 @@ int tl_tcp_tx_next(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
     } else if (peer->ctsq.head != NULL) {
         tx_cts_frame(ctx, peer, &f);
     } else if (peer->rdataq.head != NULL && (!message || !peer->message_turn) &&
-               (peer->lanes_up <= 1 || peer->deal_to == 0)) {
+               (peer->lanes_up > 1 ? peer->deal_to == 0 : tl_tcp_lane_room(peer, 0))) {
         /* Payload fragments and new messages take turns: neither waits behind the other. */
         peer->message_turn = 1;
         peer->deal_to = -1;

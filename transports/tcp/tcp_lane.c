@@ -9,6 +9,8 @@
 
 #include <errno.h>
 #include <linux/sockios.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
@@ -42,6 +44,42 @@ static uint64_t lane_held(const tl_tcp_peer_t *peer, int lane)
     return 0;
 }
 
+/* Bytes a lane's socket took and has not sent yet. */
+static uint64_t lane_not_sent(const tl_tcp_peer_t *peer, int lane)
+{
+    int queued = 0;
+
+    if (ioctl(lane_fd(peer, lane), SIOCOUTQNSD, &queued) == 0 && queued > 0)
+        return (uint64_t)queued;
+    return 0;
+}
+
+int tl_tcp_lane_room(tl_tcp_peer_t *peer, int lane)
+{
+    tl_tcp_lane_t *l = &peer->lanes[lane];
+    int fd = lane_fd(peer, lane);
+    uint32_t want;
+
+    if (fd < 0 || l->queue_refused)
+        return 1;
+    /* The rate is sampled here too: a connection without lanes is never picked among them. */
+    tl_tcp_rate_sample(&l->rate, chorus__now(), lane_held(peer, lane));
+    want = tl_tcp_stripe_queue(&l->rate);
+    /* A bound follows the rate by quarters, not every wobble: each change is a call. */
+    if (l->queue == 0 || want > l->queue + l->queue / 4 || want < l->queue - l->queue / 4) {
+        int v = (int)want;
+
+        if (setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &v, sizeof(v)) != 0) {
+            chorus_debug("setsockopt(TCP_NOTSENT_LOWAT) on fd %d failed: %m; its send queue "
+                         "has no bound", fd);
+            l->queue_refused = 1;
+            return 1;
+        }
+        l->queue = want;
+    }
+    return lane_not_sent(peer, lane) < l->queue;
+}
+
 /* What of the frame a lane is writing its socket has not taken yet. */
 static uint64_t lane_unsent(const tl_tcp_peer_t *peer, int lane)
 {
@@ -63,7 +101,7 @@ static int lane_pick(tl_ctx_t *ctx, tl_tcp_peer_t *peer, size_t frag)
     double now = chorus__now();
 
     for (int i = 0; i < peer->nlanes; i++) {
-        up[i] = lane_fd(peer, i) >= 0 && i < use;
+        up[i] = lane_fd(peer, i) >= 0 && i < use && tl_tcp_lane_room(peer, i);
         backlog[i] = up[i] ? tl_tcp_stripe_look(&peer->lanes[i].rate, now, lane_held(peer, i),
                                                 lane_unsent(peer, i))
                            : 0;
@@ -77,6 +115,12 @@ int tl_tcp_lanes_eager_ok(tl_ctx_t *ctx, tl_tcp_peer_t *peer, size_t bytes)
     /* Less than lanes would share is not worth the rendezvous's round trip. */
     return peer->lanes_up <= 1 || bytes < TL_TCP_SHARED_FRAG_MIN ||
            lane_pick(ctx, peer, bytes) == 0;
+}
+
+/* A fragment waits for a socket with room: every lane's drain below its bound may end it. */
+static int deal_waits(const tl_tcp_peer_t *peer)
+{
+    return peer->rdataq.head != NULL && peer->deal_to < 0;
 }
 
 /*
@@ -113,6 +157,8 @@ int tl_tcp_lanes_write(tl_ctx_t *ctx, tl_tcp_peer_t *peer, int *moved_p)
             size_t left = req->capacity - req->offset;
 
             peer->deal_to = lane_pick(ctx, peer, left < req->frag ? left : req->frag);
+            if (peer->deal_to < 0)
+                return n; /* no socket has room: EPOLLOUT is armed on all of them */
         }
         if (peer->deal_to == 0) {
             /* The connection's writer takes it, in turn with new messages. */
@@ -132,7 +178,7 @@ int tl_tcp_lanes_update_events(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
 {
     for (int i = 1; i < peer->nlanes; i++) {
         tl_tcp_lane_t *lane = &peer->lanes[i];
-        uint32_t events = EPOLLIN | (lane->tx.busy ? EPOLLOUT : 0);
+        uint32_t events = EPOLLIN | (lane->tx.busy || deal_waits(peer) ? EPOLLOUT : 0);
         struct epoll_event ev = {.events = events,
                                  .data.u64 = TL_TCP_EV_LANE(TL_TCP_EV_DATA, peer->rank, i)};
 
@@ -173,6 +219,8 @@ int tl_tcp_lanes_close(tl_ctx_t *ctx, tl_tcp_peer_t *peer, chorus_status_t statu
         lane_rx_reset(lane);
     }
     memset(&peer->lanes[0].rate, 0, sizeof(peer->lanes[0].rate));
+    peer->lanes[0].queue = 0;
+    peer->lanes[0].queue_refused = 0;
     peer->lanes_up = 0;
     peer->deal_to = -1;
     return n;
@@ -199,6 +247,8 @@ int tl_tcp_lane_attach(tl_ctx_t *ctx, tl_tcp_peer_t *peer, int index, int fd)
     }
     lane->fd = fd;
     lane->events = EPOLLIN;
+    lane->queue = 0;
+    lane->queue_refused = 0;
     memset(&lane->tx, 0, sizeof(lane->tx));
     memset(&lane->rate, 0, sizeof(lane->rate));
     lane_rx_reset(lane);

@@ -58,6 +58,17 @@ void tl_tcp_rate_sample(tl_tcp_rate_t *r, double now, uint64_t held)
     r->mark_acked = acked;
 }
 
+uint32_t tl_tcp_stripe_queue(const tl_tcp_rate_t *r)
+{
+    double bytes = r->rate * TL_TCP_QUEUE_S;
+
+    if (r->rate <= 0)
+        return TL_TCP_QUEUE_START;
+    if (!(bytes > TL_TCP_QUEUE_MIN))
+        return TL_TCP_QUEUE_MIN;
+    return bytes < TL_TCP_QUEUE_MAX ? (uint32_t)bytes : TL_TCP_QUEUE_MAX;
+}
+
 uint64_t tl_tcp_stripe_look(tl_tcp_rate_t *r, double now, uint64_t held, uint64_t unsent)
 {
     /*
