@@ -22,7 +22,7 @@
 #include "transports/shm/shm_internal.h"
 #include "util/log.h"
 
-enum { PH_START, PH_SLOT, PH_IN, PH_MID, PH_CMA, PH_CUDA, PH_LL, PH_DONE };
+enum { PH_START, PH_SETTLE, PH_SLOT, PH_IN, PH_MID, PH_CMA, PH_CUDA, PH_LL, PH_DONE };
 
 /* Elements of each rank's part per round: a slot, shared by the parts it holds. */
 static size_t round_elems(const shm_node_t *node, coll_type_t coll, size_t esize)
@@ -185,6 +185,16 @@ static void end_round(shm_op_t *op)
     op->phase = PH_SLOT;
 }
 
+/* The first phase of the call's own work. */
+static int op_first_phase(const shm_op_t *op)
+{
+    if (op->kind == SHM_CUDA)
+        return PH_CUDA;
+    if (op->kind == SHM_LL)
+        return PH_LL;
+    return op->kind == SHM_CMA && op->args.coll != COLL_BARRIER ? PH_CMA : PH_SLOT;
+}
+
 /* 2: this call's turn has come; 0: an earlier call still runs; < 0: the node is broken. */
 static int op_start(shm_op_t *op)
 {
@@ -202,12 +212,8 @@ static int op_start(shm_op_t *op)
     op->base = node->step;
     if (op->nrounds == 0)
         return op_finish(op);
-    if (op->kind == SHM_CUDA)
-        op->phase = PH_CUDA;
-    else if (op->kind == SHM_LL)
-        op->phase = PH_LL;
-    else
-        op->phase = op->kind == SHM_CMA && op->args.coll != COLL_BARRIER ? PH_CMA : PH_SLOT;
+    /* A small call before this one returned before it saw every peer's part: first that. */
+    op->phase = node->defer_step != 0 ? PH_SETTLE : op_first_phase(op);
     return 2;
 }
 
@@ -295,6 +301,13 @@ int shm_op_progress(shm_op_t *op)
         switch (op->phase) {
         case PH_START:
             rc = op_start(op);
+            break;
+        case PH_SETTLE:
+            if ((rc = shm_ll_settle(op)) < 0)
+                shm_node_fail(node, (chorus_status_t)rc);
+            if (rc <= 0)
+                return rc;
+            op->phase = op_first_phase(op);
             break;
         case PH_CMA:
         case PH_CUDA:

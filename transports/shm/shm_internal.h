@@ -162,6 +162,17 @@ struct shm_node {
     void *tmp;
     size_t chunk;
     struct shm_mem *mem;        /* peers' chorus_mem_alloc memory mapped here (first use) */
+    /*
+     * A small call (shm_ll.c) that returned once it had what it needed,
+     * before every peer's part was there: a broadcast's root, a rank that
+     * only contributes to a reduce. The next call checks those peers'
+     * fingerprints of it first (shm_ll_settle). defer_step 0: none.
+     */
+    uint64_t defer_step;
+    uint64_t defer_fp;
+    uint32_t defer_tag;
+    coll_type_t defer_coll;
+    int defer_next;             /* the peers before this one are checked */
     int dev;                    /* CUDA path: this rank's device (its card's), or -1 */
     struct shm_cuda *cuda;      /* CUDA path: peers' opened buffers, scratch (first call) */
 };
@@ -254,6 +265,13 @@ int shm_desc_check(const shm_node_t *node, const coll_args_t *a, uint64_t fp);
 /* Small calls on the lines of the areas (shm_ll.c): whether a call fits, and its steps. */
 int shm_ll_fits(const coll_args_t *a);
 int shm_ll_progress(shm_op_t *op);
+/*
+ * The small call before op returned before it saw every peer's part
+ * (node->defer_step): check every peer's fingerprint of that call, as
+ * shm_ll_progress does; 1 when all match, 0 when one has not posted it yet
+ * (op waits on it), < 0 when one is in another call.
+ */
+int shm_ll_settle(shm_op_t *op);
 
 /* The CUDA path (shm_cuda.c): a call's steps, and what the node keeps for it. */
 int shm_cuda_progress(shm_op_t *op);

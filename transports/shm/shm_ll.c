@@ -9,18 +9,24 @@
  *
  * A call is one step s: wait until the area of s is free, write it, post s
  * (also to the step counter, which every other path and the sleepers
- * watch), then read the peers' areas: the lines of the parts this rank
- * needs, and the first line of every other. Area s % SHM_LL_DEPTH was
- * last written at step s - SHM_LL_DEPTH, and a peer reads a step's areas
- * before it posts its next step, so the area is free once every peer has
- * posted s - SHM_LL_DEPTH + 1: known after any small call (node->seen),
- * waited for only after calls of other kinds.
+ * watch), then read the lines of the parts this rank needs. Area
+ * s % SHM_LL_DEPTH was last written at step s - SHM_LL_DEPTH, and a peer
+ * reads a step's areas before it posts its next step, so the area is free
+ * once every peer has posted s - SHM_LL_DEPTH + 1: known after a small
+ * call that saw every peer's part (node->seen), else waited for.
  *
- * The first line carries the call's whole fingerprint, which every rank
- * checks against every peer's before it uses any data (a broadcast's root
- * too, so that ranks that disagree on the root fail); a peer whose step
- * counter shows s while its area does not is in another kind of call,
- * also a mismatch. Allreduce, reduce, broadcast and allgather have this
+ * The first line carries the call's whole fingerprint, which a rank checks
+ * against every peer's: against a peer whose part it reads, before it uses
+ * the data; a peer whose step counter shows s while its area does not is
+ * in another kind of call, also a mismatch. A rank that reads nothing from
+ * some peers (a broadcast's root reads nobody, a non-root only the root; a
+ * reduce's contributors read nobody) returns without waiting for them, and
+ * its next call on the node checks their fingerprints of s first
+ * (shm_ll_settle), before it posts anything: their area of s stays as it
+ * is until this rank has posted s + 1. So a rank that only writes does not
+ * wait for its peers to arrive, and a mismatch it could not see in the
+ * call fails its next one, as over the network a rank that only sends
+ * learns of it later. Allreduce, reduce, broadcast and allgather have this
  * form; reduce_scatter would write every block for one to be read.
  */
 #include <string.h>
@@ -103,7 +109,7 @@ static void put(shm_op_t *op)
     shm_post(node, op->tag);
 }
 
-/* Whether this rank reads rank j's data (it reads every rank's first line). */
+/* Whether this rank reads rank j's part (and so waits for it in the call). */
 static int reads_from(const coll_args_t *a, int j)
 {
     if (a->coll == COLL_BROADCAST)
@@ -113,16 +119,36 @@ static int reads_from(const coll_args_t *a, int j)
     return 1;
 }
 
+/* Whether this rank reads the part of every other one of the n local ranks. */
+static int reads_all(const coll_args_t *a, int n)
+{
+    if (a->coll == COLL_BROADCAST)
+        return n == 1 || (n == 2 && a->rank != a->root);
+    if (a->coll == COLL_REDUCE)
+        return n == 1 || a->rank == a->root;
+    return 1;
+}
+
+/* A small call of this rank: which one, for the messages. */
+typedef struct {
+    uint64_t step;
+    uint64_t fp;
+    uint32_t tag;
+    coll_type_t coll;
+    int earlier;                /* it returned already (shm_ll_settle checks it) */
+} ll_call_t;
+
 /*
- * 1 when peer j's part of this call is all there, 0 when not yet (the op
- * then waits on the line that is missing), < 0 when j is in another call.
+ * 1 when the first n lines of peer j's area of call k are there and carry
+ * k's fingerprint, 0 when not yet (op then waits on the line that is
+ * missing), < 0 when j is in another call.
  */
-static int arrived(shm_op_t *op, int j)
+static int lines_arrived(shm_op_t *op, int j, const ll_call_t *k, size_t n)
 {
     shm_node_t *node = op->node;
-    uint64_t step = op->base + 1, fp;
-    shm_ll_line_t *lines = area(node, j, step);
-    size_t n = lines_of(reads_from(&op->args, j) ? part_bytes(&op->args) : 0);
+    shm_ll_line_t *lines = area(node, j, k->step);
+    const char *which = k->earlier ? "this rank's previous call, a " : "this rank's ";
+    uint64_t fp;
 
     /*
      * The last line first: a peer writes its lines in order, each flag with
@@ -130,36 +156,34 @@ static int arrived(shm_op_t *op, int j)
      * and a waiter polls only that line while the peer writes the others.
      */
     for (size_t i = 0; i < n; i++) {
-        size_t k = i == 0 ? n - 1 : i - 1;
-        uint64_t v = atomic_load_explicit(&lines[k].flag, memory_order_acquire);
+        size_t l = i == 0 ? n - 1 : i - 1;
+        uint64_t v = atomic_load_explicit(&lines[l].flag, memory_order_acquire);
 
-        if ((v & SHM_STEP_MASK) != step) {
+        if ((v & SHM_STEP_MASK) != k->step) {
             /* The counter, then the line again: a peer posts its counter after its lines,
              * so a counter at this step beside a line short of it is another call. */
             uint64_t counter = atomic_load_explicit(&node->ctrl[j]->step, memory_order_acquire);
 
-            v = atomic_load_explicit(&lines[k].flag, memory_order_acquire);
-            if ((v & SHM_STEP_MASK) != step) {
-                if ((counter & SHM_STEP_MASK) < step) {
+            v = atomic_load_explicit(&lines[l].flag, memory_order_acquire);
+            if ((v & SHM_STEP_MASK) != k->step) {
+                if ((counter & SHM_STEP_MASK) < k->step) {
                     op->wait_peer = j;
-                    op->wait_word = &lines[k].flag;
-                    op->wait_step = step;
+                    op->wait_word = &lines[l].flag;
+                    op->wait_step = k->step;
                     return 0;
                 }
                 chorus_error("local rank %d is in a different collective call at step %llu "
-                             "(not a small call like this rank's %s of %zu elements): the "
-                             "ranks called collectives in different orders or with "
-                             "different arguments" SHM_MISMATCH_HINT, j,
-                             (unsigned long long)step, coll_type_name(op->args.coll),
-                             op->args.count);
+                             "(not a small call like %s%s): the ranks called collectives in "
+                             "different orders or with different arguments" SHM_MISMATCH_HINT,
+                             j, (unsigned long long)k->step, which, coll_type_name(k->coll));
                 return CHORUS_ERR_INVALID_ARG;
             }
         }
-        if ((v >> SHM_STEP_BITS) != (op->tag & 0xffff))
+        if ((v >> SHM_STEP_BITS) != (k->tag & 0xffff))
             goto differs;
-        if (k == 0) {
+        if (l == 0) {
             memcpy(&fp, lines[0].data, sizeof(fp));
-            if (fp != op->fp)
+            if (fp != k->fp)
                 goto differs;
         }
     }
@@ -167,10 +191,36 @@ static int arrived(shm_op_t *op, int j)
 
 differs:
     memcpy(&fp, lines[0].data, sizeof(fp));
-    chorus_error("local rank %d called with other arguments (call fingerprint %016llx, this "
-                 "rank's %016llx): a different collective, count, type, op or root"
-                 SHM_MISMATCH_HINT, j, (unsigned long long)fp, (unsigned long long)op->fp);
+    chorus_error("local rank %d called with other arguments than %s%s (call fingerprint "
+                 "%016llx, this rank's %016llx): a different collective, count, type, op or "
+                 "root" SHM_MISMATCH_HINT, j, which, coll_type_name(k->coll),
+                 (unsigned long long)fp, (unsigned long long)k->fp);
     return CHORUS_ERR_INVALID_ARG;
+}
+
+/* This call as lines_arrived names it. */
+static ll_call_t this_call(const shm_op_t *op)
+{
+    return (ll_call_t){.step = op->base + 1, .fp = op->fp, .tag = op->tag,
+                       .coll = op->args.coll, .earlier = 0};
+}
+
+int shm_ll_settle(shm_op_t *op)
+{
+    shm_node_t *node = op->node;
+    ll_call_t k = {.step = node->defer_step, .fp = node->defer_fp, .tag = node->defer_tag,
+                   .coll = node->defer_coll, .earlier = 1};
+    int rc;
+
+    for (; node->defer_next < node->n; node->defer_next++) {
+        if (node->defer_next != node->me &&
+            (rc = lines_arrived(op, node->defer_next, &k, 1)) <= 0)
+            return rc == 0 && (rc = shm_any_failed(node)) == 0 ? 0 : rc;
+    }
+    if (k.step > node->seen)
+        node->seen = k.step;
+    node->defer_step = 0;
+    return 1;
 }
 
 /* dst = bytes [lo, hi) of rank j's part. */
@@ -250,6 +300,7 @@ int shm_ll_progress(shm_op_t *op)
 {
     shm_node_t *node = op->node;
     uint64_t step = op->base + 1;
+    ll_call_t k;
     int rc;
 
     if (!op->ll_posted) {
@@ -268,13 +319,30 @@ int shm_ll_progress(shm_op_t *op)
         put(op);
         op->ll_posted = 1;
     }
-    /* Every peer's first line at least: its fingerprint is checked by every rank. */
+    /*
+     * The parts this rank reads. The fingerprints of the peers it reads
+     * nothing from are checked when its next call begins (shm_ll_settle):
+     * a rank that only writes (a broadcast's root, a reduce's contributor)
+     * returns without waiting for ranks it needs nothing from.
+     */
+    k = this_call(op);
     for (; op->ll_ready < node->n; op->ll_ready++) {
-        if (op->ll_ready != node->me && (rc = arrived(op, op->ll_ready)) <= 0)
+        int j = op->ll_ready;
+
+        if (j != node->me && reads_from(&op->args, j) &&
+            (rc = lines_arrived(op, j, &k, lines_of(part_bytes(&op->args)))) <= 0)
             goto waiting;
     }
-    node->seen = step;
     take(op);
+    if (reads_all(&op->args, node->n)) {
+        node->seen = step;
+        return 1;
+    }
+    node->defer_step = step;
+    node->defer_fp = op->fp;
+    node->defer_tag = op->tag;
+    node->defer_coll = op->args.coll;
+    node->defer_next = 0;
     return 1;
 
 waiting:
