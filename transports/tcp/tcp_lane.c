@@ -54,17 +54,15 @@ static uint64_t lane_not_sent(const tl_tcp_peer_t *peer, int lane)
     return 0;
 }
 
-int tl_tcp_lane_room(tl_tcp_peer_t *peer, int lane)
+/* tl_tcp_lane_room once the lane's rate is sampled. */
+static int lane_room_sampled(tl_tcp_peer_t *peer, int lane)
 {
     tl_tcp_lane_t *l = &peer->lanes[lane];
     int fd = lane_fd(peer, lane);
-    uint32_t want;
+    uint32_t want = tl_tcp_stripe_queue(&l->rate);
 
     if (fd < 0 || l->queue_refused)
         return 1;
-    /* The rate is sampled here too: a connection without lanes is never picked among them. */
-    tl_tcp_rate_sample(&l->rate, chorus__now(), lane_held(peer, lane));
-    want = tl_tcp_stripe_queue(&l->rate);
     /* A bound follows the rate by quarters, not every wobble: each change is a call. */
     if (l->queue == 0 || want > l->queue + l->queue / 4 || want < l->queue - l->queue / 4) {
         int v = (int)want;
@@ -78,6 +76,14 @@ int tl_tcp_lane_room(tl_tcp_peer_t *peer, int lane)
         l->queue = want;
     }
     return lane_not_sent(peer, lane) < l->queue;
+}
+
+int tl_tcp_lane_room(tl_tcp_peer_t *peer, int lane)
+{
+    /* Sampled here: a connection without lanes is never looked at by a pick. */
+    if (lane_fd(peer, lane) >= 0)
+        tl_tcp_rate_sample(&peer->lanes[lane].rate, chorus__now(), lane_held(peer, lane));
+    return lane_room_sampled(peer, lane);
 }
 
 /* What of the frame a lane is writing its socket has not taken yet. */
@@ -101,10 +107,12 @@ static int lane_pick(tl_ctx_t *ctx, tl_tcp_peer_t *peer, size_t frag)
     double now = chorus__now();
 
     for (int i = 0; i < peer->nlanes; i++) {
-        up[i] = lane_fd(peer, i) >= 0 && i < use && tl_tcp_lane_room(peer, i);
+        up[i] = lane_fd(peer, i) >= 0 && i < use;
         backlog[i] = up[i] ? tl_tcp_stripe_look(&peer->lanes[i].rate, now, lane_held(peer, i),
                                                 lane_unsent(peer, i))
                            : 0;
+        /* Its rate is sampled by the look: the bound follows it. */
+        up[i] = up[i] && lane_room_sampled(peer, i);
         rates[i] = peer->lanes[i].rate;
     }
     return tl_tcp_stripe_pick(rates, backlog, up, peer->nlanes, frag, now);
