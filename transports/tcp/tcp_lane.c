@@ -125,10 +125,15 @@ int tl_tcp_lanes_eager_ok(tl_ctx_t *ctx, tl_tcp_peer_t *peer, size_t bytes)
            lane_pick(ctx, peer, bytes) == 0;
 }
 
-/* A fragment waits for a socket with room: every lane's drain below its bound may end it. */
-static int deal_waits(const tl_tcp_peer_t *peer)
+/*
+ * A fragment waits for a socket with room: the drain below its bound of
+ * any lane it may be dealt to (the first `use`, all of them full) ends it.
+ * A lane it may not go to is left out: its EPOLLOUT would fire at once.
+ */
+static int deal_waits_on(const tl_ctx_t *ctx, const tl_tcp_peer_t *peer, int lane)
 {
-    return peer->rdataq.head != NULL && peer->deal_to < 0;
+    return peer->rdataq.head != NULL && peer->deal_to < 0 &&
+           lane < atomic_load_explicit(&ctx->streams_use, memory_order_relaxed);
 }
 
 /*
@@ -186,7 +191,7 @@ int tl_tcp_lanes_update_events(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
 {
     for (int i = 1; i < peer->nlanes; i++) {
         tl_tcp_lane_t *lane = &peer->lanes[i];
-        uint32_t events = EPOLLIN | (lane->tx.busy || deal_waits(peer) ? EPOLLOUT : 0);
+        uint32_t events = EPOLLIN | (lane->tx.busy || deal_waits_on(ctx, peer, i) ? EPOLLOUT : 0);
         struct epoll_event ev = {.events = events,
                                  .data.u64 = TL_TCP_EV_LANE(TL_TCP_EV_DATA, peer->rank, i)};
 
