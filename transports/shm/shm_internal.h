@@ -170,7 +170,6 @@ struct shm_node {
      */
     uint64_t defer_step;
     uint64_t defer_fp;
-    uint32_t defer_tag;
     coll_type_t defer_coll;
     int defer_next;             /* the peers before this one are checked */
     int dev;                    /* CUDA path: this rank's device (its card's), or -1 */

@@ -122,10 +122,9 @@ static int reads_from(const coll_args_t *a, int j)
 /* Whether this rank reads the part of every other one of the n local ranks. */
 static int reads_all(const coll_args_t *a, int n)
 {
-    if (a->coll == COLL_BROADCAST)
-        return n == 1 || (n == 2 && a->rank != a->root);
-    if (a->coll == COLL_REDUCE)
-        return n == 1 || a->rank == a->root;
+    for (int j = 0; j < n; j++)
+        if (j != a->rank && !reads_from(a, j))
+            return 0;
     return 1;
 }
 
@@ -133,7 +132,7 @@ static int reads_all(const coll_args_t *a, int n)
 typedef struct {
     uint64_t step;
     uint64_t fp;
-    uint32_t tag;
+    uint32_t tag;               /* shm_fp_tag(fp) */
     coll_type_t coll;
     int earlier;                /* it returned already (shm_ll_settle checks it) */
 } ll_call_t;
@@ -208,8 +207,8 @@ static ll_call_t this_call(const shm_op_t *op)
 int shm_ll_settle(shm_op_t *op)
 {
     shm_node_t *node = op->node;
-    ll_call_t k = {.step = node->defer_step, .fp = node->defer_fp, .tag = node->defer_tag,
-                   .coll = node->defer_coll, .earlier = 1};
+    ll_call_t k = {.step = node->defer_step, .fp = node->defer_fp,
+                   .tag = shm_fp_tag(node->defer_fp), .coll = node->defer_coll, .earlier = 1};
     int rc;
 
     for (; node->defer_next < node->n; node->defer_next++) {
@@ -340,7 +339,6 @@ int shm_ll_progress(shm_op_t *op)
     }
     node->defer_step = step;
     node->defer_fp = op->fp;
-    node->defer_tag = op->tag;
     node->defer_coll = op->args.coll;
     node->defer_next = 0;
     return 1;
