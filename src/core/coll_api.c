@@ -83,8 +83,9 @@ static chorus_status_t call_memory(coll_args_t *a, const chorus_opts_t *opts,
     a->dev_bufs = 0;
     a->dev_call = 0;
     a->stream = chorus__opts_stream(opts);
-    if (mem == CHORUS_MEM_HOST && a->stream == NULL)
-        return CHORUS_OK;
+    if (a->stream == NULL && mem != CHORUS_MEM_CUDA &&
+        (mem == CHORUS_MEM_HOST || !chorus__device_present()))
+        return CHORUS_OK;   /* host memory, known or the only kind this process has */
     if ((mem == CHORUS_MEM_CUDA || a->stream != NULL) && !chorus__device_present()) {
         snprintf(why, why_len, "opts->%s given, but %s", a->stream ? "stream" : "mem_type=CUDA",
                  chorus__device_built() ? "this process sees no CUDA device"
@@ -164,6 +165,7 @@ static chorus_status_t check_shape(chorus_comm_t comm, const coll_args_t *a,
     int needs_op = a->coll == COLL_ALLREDUCE || a->coll == COLL_REDUCE_SCATTER ||
                    a->coll == COLL_REDUCE;
     int rooted = a->coll == COLL_BROADCAST || a->coll == COLL_REDUCE;
+    size_t total;
 
     if (comm == NULL) {
         snprintf(why, why_len, "invalid argument comm=NULL");
@@ -182,7 +184,9 @@ static chorus_status_t check_shape(chorus_comm_t comm, const coll_args_t *a,
                  comm->size);
         return CHORUS_ERR_INVALID_ARG;
     }
-    if (a->count > SIZE_MAX / esize / (size_t)comm->size ||
+    /* count * esize * size overflows exactly when count > SIZE_MAX / esize / size, without
+       the divisions (esize * size cannot overflow: esize <= 8, size < INT_MAX). */
+    if (__builtin_mul_overflow(a->count, esize * (size_t)comm->size, &total) ||
         !chorus__mem_fits(send_here ? a->sendbuf : NULL, send_elems * esize) ||
         !chorus__mem_fits(recv_here ? a->recvbuf : NULL, recv_elems * esize) ||
         !chorus__mem_under_limit((send_elems > recv_elems ? send_elems : recv_elems) * esize)) {
