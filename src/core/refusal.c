@@ -504,8 +504,16 @@ chorus_status_t chorus__refusal_outcome(chorus_comm_t comm, uint64_t seq,
     chorus__refusal_t *rf = comm->refusal;
     refusal_note_t *n, *first = NULL;
 
-    /* The progress thread completes calls and handles notices alike: nothing can come between. */
-    if (!inline_call && atomic_load(&rf->njoin) == 0)
+    /*
+     * The progress thread completes calls and handles notices alike: nothing
+     * can come between. A call of the calling thread stops being in flight
+     * first; a notice's handler counts itself in njoin before it looks
+     * whether the call is in flight (refusal_note_join). So when njoin is 0
+     * after the store, any notice of seq comes later and finds it returned.
+     */
+    if (inline_call)
+        atomic_store(&comm->inline_seq, CHORUS__NO_SEQ);
+    if (atomic_load(&rf->njoin) == 0)
         return status;
     pthread_mutex_lock(&rf->lock);
     while ((n = note_take(&rf->joined, seq)) != NULL) {
@@ -519,8 +527,6 @@ chorus_status_t chorus__refusal_outcome(chorus_comm_t comm, uint64_t seq,
         free(n);
         atomic_fetch_sub(&rf->njoin, 1);
     }
-    if (inline_call)
-        atomic_store(&comm->inline_seq, CHORUS__NO_SEQ);
     pthread_mutex_unlock(&rf->lock);
     if (first == NULL)
         return status;
@@ -582,12 +588,14 @@ static refusal_reply_t refusal_note_join(chorus_comm_t comm, refusal_note_t *n,
         free(owed);
         return REPLY_NONE;
     }
+    /* Counted before the look at the calls in flight: see chorus__refusal_outcome. */
+    atomic_fetch_add(&rf->njoin, 1);
     posted = n->seq < atomic_load(&comm->next_seq);
     keep = !posted || chorus__call_in_flight(comm, n->seq);
-    if (keep) {
+    if (keep)
         note_push(&rf->joined, n);
-        atomic_fetch_add(&rf->njoin, 1);
-    }
+    else
+        atomic_fetch_sub(&rf->njoin, 1);
     if (reply == REPLY_SHAPE) {
         memset(shape, 0, sizeof(*shape));
         if (!posted) {
