@@ -88,6 +88,11 @@ void shm_op_init(shm_op_t *op, shm_node_t *node, const coll_args_t *args, shm_ki
         op->nrounds = 1;
         return;
     }
+    /* A small call is one step, or none when it moves nothing. */
+    if (kind == SHM_LL) {
+        op->nrounds = args->count > 0;
+        return;
+    }
     op->per = op->esize ? round_elems(node, args->coll, op->esize) : 0;
     op->nrounds = op->per ? (longest_part(args) + op->per - 1) / op->per : 0;
     if (kind == SHM_CUDA)
@@ -213,7 +218,7 @@ static int op_start(shm_op_t *op)
     if (op->nrounds == 0)
         return op_finish(op);
     /* A small call before this one returned before it saw every peer's part: first that. */
-    op->phase = node->defer_step != 0 ? PH_SETTLE : op_first_phase(op);
+    op->phase = shm_ll_owed(op) ? PH_SETTLE : op_first_phase(op);
     return 2;
 }
 

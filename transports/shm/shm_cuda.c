@@ -515,10 +515,11 @@ int shm_cuda_enqueued(const shm_op_t *op)
     const coll_args_t *a = &op->args;
     size_t bytes[2];
 
+    if (op->kind != SHM_CUDA || op->dev_gate_passed == NULL)
+        return 0;
     /* Host memory is read and written by the caller without the stream: it must wait. */
     own_bytes(op, bytes);
-    return op->kind == SHM_CUDA && op->dev_gate_passed != NULL &&
-           (bytes[0] == 0 || (a->dev_bufs & COLL_DEV_SEND)) &&
+    return (bytes[0] == 0 || (a->dev_bufs & COLL_DEV_SEND)) &&
            (bytes[1] == 0 || (a->dev_bufs & COLL_DEV_RECV));
 }
 
