@@ -12,7 +12,7 @@
 #include "util/shared_mem.h"
 
 #define SHM_LINE 64
-#define SHM_MAGIC 0x63686f7275736d32ULL   /* "chorusm2" */
+#define SHM_MAGIC 0x63686f7275736d33ULL   /* "chorusm3" */
 
 /*
  * The small-call areas (shm_ll.c): a call that fits carries its data on
@@ -23,9 +23,16 @@
  * SHM_LL_DEPTH areas, used by step in turn. Parts of up to SHM_LL_BYTES
  * (440): beyond a few lines the copies in and out of the lines' pieces
  * cost more than the transfer they save (docs/PERFORMANCE.md).
+ *
+ * A rank that reads nothing from some peers in a small call checks their
+ * fingerprints of it up to SHM_LL_AHEAD steps later, so it may run that
+ * many steps ahead of them; an area is therefore free again only once
+ * every peer has posted SHM_LL_AHEAD steps past the one that wrote it last
+ * (shm_ll.c), and SHM_LL_DEPTH - SHM_LL_AHEAD areas are in use at once.
  */
 #define SHM_LL_LINES 8
-#define SHM_LL_DEPTH 4
+#define SHM_LL_DEPTH 8
+#define SHM_LL_AHEAD 4
 #define SHM_LL_DATA (SHM_LINE - 8)          /* data bytes of a line */
 #define SHM_LL_FIRST (SHM_LL_DATA - 8)      /* of the first, after the fingerprint */
 #define SHM_LL_BYTES (SHM_LL_FIRST + (SHM_LL_LINES - 1) * SHM_LL_DATA)
@@ -163,15 +170,21 @@ struct shm_node {
     size_t chunk;
     struct shm_mem *mem;        /* peers' chorus_mem_alloc memory mapped here (first use) */
     /*
-     * A small call (shm_ll.c) that returned once it had what it needed,
+     * Small calls (shm_ll.c) that returned once they had what they needed,
      * before every peer's part was there: a broadcast's root, a rank that
-     * only contributes to a reduce. The next call checks those peers'
-     * fingerprints of it first (shm_ll_settle). defer_step 0: none.
+     * only contributes to a reduce. Oldest first, from defer_head: a later
+     * call checks those peers' fingerprints of them (shm_ll_settle), a
+     * small call only of those SHM_LL_AHEAD steps old, any other call of
+     * all of them.
      */
-    uint64_t defer_step;
-    uint64_t defer_fp;
-    coll_type_t defer_coll;
-    int defer_next;             /* the peers before this one are checked */
+    struct {
+        uint64_t step;
+        uint64_t fp;
+        coll_type_t coll;
+    } defer[SHM_LL_AHEAD];
+    unsigned defer_head;
+    unsigned defer_count;
+    int defer_next;             /* the oldest's peers before this one are checked */
     int dev;                    /* CUDA path: this rank's device (its card's), or -1 */
     struct shm_cuda *cuda;      /* CUDA path: peers' opened buffers, scratch (first call) */
 };
@@ -265,10 +278,15 @@ int shm_desc_check(const shm_node_t *node, const coll_args_t *a, uint64_t fp);
 int shm_ll_fits(const coll_args_t *a);
 int shm_ll_progress(shm_op_t *op);
 /*
- * The small call before op returned before it saw every peer's part
- * (node->defer_step): check every peer's fingerprint of that call, as
- * shm_ll_progress does; 1 when all match, 0 when one has not posted it yet
- * (op waits on it), < 0 when one is in another call.
+ * Whether op must first check the small calls before it that returned
+ * before they saw every peer's part (node->defer): a small call those
+ * SHM_LL_AHEAD steps older than its step, any other call all of them.
+ */
+int shm_ll_owed(const shm_op_t *op);
+/*
+ * Check every peer's fingerprint of those calls, as shm_ll_progress does;
+ * 1 when all match, 0 when one has not posted one yet (op waits on it),
+ * < 0 when one is in another call.
  */
 int shm_ll_settle(shm_op_t *op);
 

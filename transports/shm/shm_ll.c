@@ -9,25 +9,28 @@
  *
  * A call is one step s: wait until the area of s is free, write it, post s
  * (also to the step counter, which every other path and the sleepers
- * watch), then read the lines of the parts this rank needs. Area
- * s % SHM_LL_DEPTH was last written at step s - SHM_LL_DEPTH, and a peer
- * reads a step's areas before it posts its next step, so the area is free
- * once every peer has posted s - SHM_LL_DEPTH + 1: known after a small
- * call that saw every peer's part (node->seen), else waited for.
+ * watch), then read the lines of the parts this rank needs.
  *
  * The first line carries the call's whole fingerprint, which a rank checks
  * against every peer's: against a peer whose part it reads, before it uses
  * the data; a peer whose step counter shows s while its area does not is
  * in another kind of call, also a mismatch. A rank that reads nothing from
  * some peers (a broadcast's root reads nobody, a non-root only the root; a
- * reduce's contributors read nobody) returns without waiting for them, and
- * its next call on the node checks their fingerprints of s first
- * (shm_ll_settle), before it posts anything: their area of s stays as it
- * is until this rank has posted s + 1. So a rank that only writes does not
- * wait for its peers to arrive, and a mismatch it could not see in the
- * call fails its next one, as over the network a rank that only sends
- * learns of it later. Allreduce, reduce, broadcast and allgather have this
- * form; reduce_scatter would write every block for one to be read.
+ * reduce's contributors read nobody) returns without waiting for them and
+ * checks their fingerprints of s later (shm_ll_settle): before it posts
+ * step s + SHM_LL_AHEAD, or before any call on the node that is not a small
+ * one. So a rank that only writes runs up to SHM_LL_AHEAD calls ahead of
+ * its peers instead of waiting for them at every call, and a mismatch it
+ * could not see in the call fails one of its next ones, as over the network
+ * a rank that only sends learns of it later. Allreduce, reduce, broadcast
+ * and allgather have this form; reduce_scatter would write every block for
+ * one to be read.
+ *
+ * Area s % SHM_LL_DEPTH was last written at step s - SHM_LL_DEPTH. A peer
+ * reads a step's area before it posts its next step, or checks it before
+ * it posts SHM_LL_AHEAD steps later, so the area is free once every peer
+ * has posted s - SHM_LL_DEPTH + SHM_LL_AHEAD: known after a call that saw
+ * or checked every peer's part (node->seen), else waited for.
  */
 #include <string.h>
 
@@ -146,7 +149,7 @@ static int lines_arrived(shm_op_t *op, int j, const ll_call_t *k, size_t n)
 {
     shm_node_t *node = op->node;
     shm_ll_line_t *lines = area(node, j, k->step);
-    const char *which = k->earlier ? "this rank's previous call, a " : "this rank's ";
+    const char *which = k->earlier ? "an earlier call of this rank, a " : "this rank's ";
     uint64_t fp;
 
     /*
@@ -204,22 +207,54 @@ static ll_call_t this_call(const shm_op_t *op)
                        .coll = op->args.coll, .earlier = 0};
 }
 
+int shm_ll_owed(const shm_op_t *op)
+{
+    const shm_node_t *node = op->node;
+
+    if (node->defer_count == 0)
+        return 0;
+    /* op->base + 1 is a small call's step; it may post once the calls AHEAD older are
+       checked (it takes one step only, so the later ones wait for the calls after it). */
+    return op->kind != SHM_LL ||
+           node->defer[node->defer_head].step + SHM_LL_AHEAD <= op->base + 1;
+}
+
 int shm_ll_settle(shm_op_t *op)
 {
     shm_node_t *node = op->node;
-    ll_call_t k = {.step = node->defer_step, .fp = node->defer_fp,
-                   .tag = shm_fp_tag(node->defer_fp), .coll = node->defer_coll, .earlier = 1};
     int rc;
 
-    for (; node->defer_next < node->n; node->defer_next++) {
-        if (node->defer_next != node->me &&
-            (rc = lines_arrived(op, node->defer_next, &k, 1)) <= 0)
-            return rc == 0 && (rc = shm_any_failed(node)) == 0 ? 0 : rc;
+    while (shm_ll_owed(op)) {
+        unsigned h = node->defer_head;
+        ll_call_t k = {.step = node->defer[h].step, .fp = node->defer[h].fp,
+                       .tag = shm_fp_tag(node->defer[h].fp), .coll = node->defer[h].coll,
+                       .earlier = 1};
+
+        for (; node->defer_next < node->n; node->defer_next++) {
+            if (node->defer_next != node->me &&
+                (rc = lines_arrived(op, node->defer_next, &k, 1)) <= 0)
+                return rc == 0 && (rc = shm_any_failed(node)) == 0 ? 0 : rc;
+        }
+        if (k.step > node->seen)
+            node->seen = k.step;
+        node->defer_head = (h + 1) % SHM_LL_AHEAD;
+        node->defer_count--;
+        node->defer_next = 0;
     }
-    if (k.step > node->seen)
-        node->seen = k.step;
-    node->defer_step = 0;
     return 1;
+}
+
+/* This call returned before it saw every peer's part: a later one checks them. */
+static void defer(shm_op_t *op)
+{
+    shm_node_t *node = op->node;
+    unsigned at = (node->defer_head + node->defer_count) % SHM_LL_AHEAD;
+
+    /* At most AHEAD - 1 are left before this call's step (shm_ll_owed). */
+    node->defer[at].step = op->base + 1;
+    node->defer[at].fp = op->fp;
+    node->defer[at].coll = op->args.coll;
+    node->defer_count++;
 }
 
 /* dst = bytes [lo, hi) of rank j's part. */
@@ -303,9 +338,10 @@ int shm_ll_progress(shm_op_t *op)
     int rc;
 
     if (!op->ll_posted) {
-        /* The area of this step is free once every peer has posted the step after the
+        /* The area of this step is free once every peer has posted AHEAD steps past the
          * one that wrote it last. */
-        uint64_t free_at = step > SHM_LL_DEPTH - 1 ? step - (SHM_LL_DEPTH - 1) : 0;
+        uint64_t free_at =
+            step > SHM_LL_DEPTH - SHM_LL_AHEAD ? step - (SHM_LL_DEPTH - SHM_LL_AHEAD) : 0;
 
         if (node->seen < free_at) {
             op->wait_word = NULL;
@@ -320,9 +356,9 @@ int shm_ll_progress(shm_op_t *op)
     }
     /*
      * The parts this rank reads. The fingerprints of the peers it reads
-     * nothing from are checked when its next call begins (shm_ll_settle):
-     * a rank that only writes (a broadcast's root, a reduce's contributor)
-     * returns without waiting for ranks it needs nothing from.
+     * nothing from are checked by a later call (shm_ll_settle): a rank that
+     * only writes (a broadcast's root, a reduce's contributor) returns
+     * without waiting for ranks it needs nothing from.
      */
     k = this_call(op);
     for (; op->ll_ready < node->n; op->ll_ready++) {
@@ -337,10 +373,7 @@ int shm_ll_progress(shm_op_t *op)
         node->seen = step;
         return 1;
     }
-    node->defer_step = step;
-    node->defer_fp = op->fp;
-    node->defer_coll = op->args.coll;
-    node->defer_next = 0;
+    defer(op);
     return 1;
 
 waiting:
