@@ -83,8 +83,9 @@ struct chorus_comm {
      */
     atomic_int outstanding;
     _Atomic uint64_t inline_done;   /* calls completed in the calling thread: highest seq + 1 */
-    /* The call the calling thread runs now, or CHORUS__NO_SEQ (set under post_lock, cleared
-       under the refusal lock or, when handed over, under ctx->lock). */
+    /* The call the calling thread runs now, or CHORUS__NO_SEQ (set under post_lock; cleared
+       when it is over before the look at njoin, chorus__refusal_outcome, or when handed over
+       under ctx->lock). */
     _Atomic uint64_t inline_seq;
     /* A call refused for its shape whose turns are not taken yet, or CHORUS__NO_SEQ: its
        thread holds post_lock until they are (request.c). */

@@ -484,7 +484,8 @@ chorus_status_t chorus__refusal_advance(chorus_comm_t comm, uint64_t seq,
             atomic_fetch_add(&rf->njoin, 1);
         mine = NULL;
     }
-    atomic_store(&comm->next_seq, seq + 1);
+    /* Under the lock, which orders it for the notices' handlers; others only read it. */
+    atomic_store_explicit(&comm->next_seq, seq + 1, memory_order_release);
     pthread_mutex_unlock(&rf->lock);
     free(mine);
     if (due) {

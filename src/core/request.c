@@ -204,7 +204,8 @@ static chorus_status_t call_inline(chorus_comm_t comm, const coll_args_t *args,
 
         if (rc == 1) {
             status = task->status;
-            atomic_store(&comm->inline_done, seq + 1);
+            /* Read by the stall reports only: no order is owed beyond the release. */
+            atomic_store_explicit(&comm->inline_done, seq + 1, memory_order_release);
             break;
         }
         if (rc < 0) {
@@ -299,7 +300,9 @@ static chorus_status_t call_post(chorus_comm_t comm, const coll_args_t *args,
         comm->setup_seq++;
     } else if (status == CHORUS_OK) {
         if (run_here)
-            atomic_store(&comm->inline_seq, seq);   /* in flight before it counts as posted */
+            /* In flight before it counts as posted: the refusal lock taken next orders the
+             * store before the notices' handlers' look. */
+            atomic_store_explicit(&comm->inline_seq, seq, memory_order_release);
         /* A peer's stopping refusal fails the context. */
         (void)chorus__refusal_advance(comm, seq, CHORUS__REFUSED_NOT, args, CHORUS_DTYPE_COUNT);
     }
