@@ -49,6 +49,7 @@ import tempfile
 sys.dont_write_bytecode = True  # no __pycache__ left in the source tree
 import peers  # noqa: E402
 from peers import RunError, WrongResults
+from units import parse_size  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_SIZES = "8,64,512,1K,4K,16K,64K,256K,1M,4M,16M,64M,256M"
@@ -63,14 +64,6 @@ CHORUS_LIKE = ("chorus", BASE, MEM)  # report both in_place and out_of_place fig
 PEER_CLASSES = {MEM: lambda args: peers.Chorus(args, MEM, mem="chorus"),
                 "ompi": peers.OpenMpi, "ompi-pmpi": peers.OpenMpiInterposed,
                 "mpich": peers.Mpich, "mpich-pmpi": peers.MpichInterposed, "gloo": peers.Gloo}
-
-
-def parse_size(text):
-    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    t = text.strip().upper().rstrip("B").replace("I", "")
-    if t and t[-1] in mult:
-        return int(t[:-1]) * mult[t[-1]]
-    return int(t)
 
 
 def human(size):

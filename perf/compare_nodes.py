@@ -37,6 +37,7 @@ import tempfile
 
 sys.dont_write_bytecode = True  # no __pycache__ left in the source tree
 from peers import install_lib_dir  # noqa: E402
+import units  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TESTBED = os.path.join(HERE, "..", "tests", "netns", "testbed.sh")
@@ -48,19 +49,6 @@ BUSBW_FACTOR = {"allreduce": lambda n: 2.0 * (n - 1) / n, "allgather": lambda n:
 # the second side: its name in tables, its key in the JSON, the variable it sets
 AGAINST = {"flat": ("flat", "flat", "CHORUS_TUNE"),
            "shm-off": ("shm-off", "shm_off", "CHORUS_SHM")}
-
-
-def parse_size(text):
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    return int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
-
-
-def rate_bytes(text):
-    units = {"kbit": 125, "mbit": 125000, "gbit": 125000000}
-    for u, f in units.items():
-        if text.endswith(u) and text[:-len(u)].isdigit():
-            return int(text[:-len(u)]) * f
-    sys.exit(f"compare_nodes: rate '{text}' is not N[kmg]bit or none")
 
 
 def other_env(a, coll):
@@ -117,6 +105,20 @@ def chorus_info(a):
         if os.access(cand, os.X_OK):
             return cand
     return None
+
+
+def parse_size(text):
+    try:
+        return units.parse_size(text)
+    except ValueError:
+        sys.exit(f"compare_nodes: '{text}' is not a size (bytes, with K, M or G)")
+
+
+def rate_bytes(text):
+    try:
+        return units.rate_bytes(text)
+    except ValueError:
+        sys.exit(f"compare_nodes: rate '{text}' is not N[kmg]bit or none")
 
 
 def tune_size(text):

@@ -54,6 +54,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.dont_write_bytecode = True  # no __pycache__ left in the source tree
+import units  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOP = os.path.dirname(HERE)
 TESTBED = os.path.join(TOP, "tests", "netns", "testbed.sh")
@@ -79,22 +82,17 @@ def die(msg):
 
 
 def parse_size(text):
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
     try:
-        v = int(text[:-1]) * units[text[-1]] if text[-1:] in units else int(text)
+        return units.parse_size(text)
     except ValueError:
-        v = -1
-    if v < 0:
         die(f"'{text}' is not a size (bytes, with K, M or G)")
-    return v
 
 
 def rate_bytes(text):
-    units = {"kbit": 125, "mbit": 125000, "gbit": 125000000}
-    for u, f in units.items():
-        if text.endswith(u) and text[:-len(u)].isdigit():
-            return int(text[:-len(u)]) * f
-    die(f"rate '{text}' is not N[kmg]bit")
+    try:
+        return units.rate_bytes(text)
+    except ValueError:
+        die(f"rate '{text}' is not N[kmg]bit")
 
 
 def find_tool(build, name, subdir):
