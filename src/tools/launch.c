@@ -70,6 +70,7 @@ typedef struct {
     size_t env_base;        /* index of the first slot */
     char env_strs[LAUNCH_NENV][128];
     char addr[64], secret[65];
+    int port_fd;            /* holds the rendezvous port for the job's life; -1: none */
     struct rlimit old_nofile;  /* restored in the ranks */
     int nofile_raised;
     double stop_deadline;   /* job timeout; 0: none */
@@ -99,15 +100,20 @@ int launch_parse_nranks(const char *text, int *nranks_p)
 /* ---- job identity: port and secret ------------------------------------ */
 
 /*
- * Asks the kernel for a free port on the loopback address. The port is free
- * only when we close our socket, so another process could take it before
- * rank 0 binds it; rank 0 then fails to bind and the job fails visibly.
+ * Asks the kernel for a free port on the loopback address and keeps it
+ * bound, with SO_REUSEADDR and without listening, until the job is over.
+ * Rank 0's rendezvous store binds it too (a listener may share the port
+ * with bound sockets that do not listen, when all set SO_REUSEADDR, as
+ * chorus's do); meanwhile the kernel gives the port to no outgoing
+ * connection and no other bind to port 0. Closing it at once, as a port
+ * probe would, left a window in which another process's connection could
+ * take the port before rank 0 bound it.
  */
-static int launch_free_port(const char *name, int *port_p)
+static int launch_hold_port(const char *name, int *fd_p, int *port_p)
 {
     struct sockaddr_in sa;
     socklen_t len = sizeof(sa);
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1, fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
     if (fd < 0) {
         fprintf(stderr, "%s: socket() failed: %s\n", name, strerror(errno));
@@ -117,14 +123,15 @@ static int launch_free_port(const char *name, int *port_p)
     sa.sin_family = AF_INET;
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     sa.sin_port = 0;
-    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
+        bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
         getsockname(fd, (struct sockaddr *)&sa, &len) != 0) {
         fprintf(stderr, "%s: cannot find a free port on 127.0.0.1: %s\n", name,
                 strerror(errno));
         close(fd);
         return -1;
     }
-    close(fd);
+    *fd_p = fd;
     *port_p = ntohs(sa.sin_port);
     return 0;
 }
@@ -684,6 +691,7 @@ static int launch_setup(launch_job_t *job, const launch_opts_t *opts)
     int port;
 
     memset(job, 0, sizeof(*job));
+    job->port_fd = -1;
     job->opts = opts;
     job->name = opts->progname ? opts->progname : "chorus-run";
     job->grace_s = opts->grace_s > 0 ? opts->grace_s : LAUNCH_DEFAULT_GRACE_S;
@@ -693,7 +701,7 @@ static int launch_setup(launch_job_t *job, const launch_opts_t *opts)
                 opts->nranks, LAUNCH_MAX_RANKS);
         return -1;
     }
-    if (launch_free_port(job->name, &port) != 0 ||
+    if (launch_hold_port(job->name, &job->port_fd, &port) != 0 ||
         launch_make_secret(job->name, job->secret) != 0)
         return -1;
     snprintf(job->addr, sizeof(job->addr), "127.0.0.1:%d", port);
@@ -767,5 +775,7 @@ err_alloc:
     free(fds);
     free(job.ranks);
     free(job.cpus);
+    if (job.port_fd >= 0)
+        close(job.port_fd);
     return code;
 }

@@ -7,8 +7,9 @@
  * overridden, so a launcher started inside another job starts a new job):
  *   CHORUS_RANK, CHORUS_SIZE             rank in 0..N-1 and N
  *   CHORUS_LOCAL_RANK, CHORUS_LOCAL_SIZE the same values: all ranks are local
- *   CHORUS_ADDR    127.0.0.1:<port>, a port that was free when the job started
- *                  (rank 0 hosts the rendezvous store there)
+ *   CHORUS_ADDR    127.0.0.1:<port>, a free port that the launcher keeps bound
+ *                  (not listening) until the job is over, so that no other
+ *                  process takes it; rank 0 hosts the rendezvous store there
  *   CHORUS_SECRET  64 hex characters from getrandom(), fresh for every job
  *
  * Every rank runs in its own process group with stdin from /dev/null, and

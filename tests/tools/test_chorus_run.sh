@@ -55,6 +55,38 @@ check "fresh secret per job" [ -n "$s2" -a "$s1" != "$s2" ]
 check "other variables are kept" [ "$(FOO_KEEP=bar crun -n 1 sh -c 'echo $FOO_KEEP')" = "bar" ]
 check "stdin is /dev/null" [ "$(echo data | crun -n 1 sh -c 'cat; echo end')" = "end" ]
 
+# ---- the rendezvous port ----------------------------------------------------
+# chorus-run keeps CHORUS_ADDR's port bound while the job runs, so another
+# process cannot take it before rank 0's store does: a plain bind fails,
+# and a listener with SO_REUSEADDR (as the store makes) binds beside it.
+if command -v python3 > /dev/null 2>&1; then
+    # shellcheck disable=SC2016 # expanded by rank 0's shell
+    crun -n 1 sh -c 'exec python3 -c "$0" "${CHORUS_ADDR##*:}"' '
+import socket, sys
+port = int(sys.argv[1])
+plain = socket.socket()
+try:
+    plain.bind(("127.0.0.1", port))
+    print("plain bind: bound")
+except OSError as e:
+    print("plain bind: refused", e.errno)
+store = socket.socket()
+store.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+store.bind(("127.0.0.1", port))
+store.listen(1)
+client = socket.create_connection(("127.0.0.1", port), timeout=5)
+conn, _ = store.accept()
+print("store listens and accepts")
+' > "$TMP/port" 2>&1
+    check "the port is held: a plain bind is refused" grep -q '^plain bind: refused' "$TMP/port"
+    check "a listener with SO_REUSEADDR binds beside it and accepts" \
+        grep -qx 'store listens and accepts' "$TMP/port"
+    # shellcheck disable=SC2016 # expanded by rank 0's shell
+    port=$(crun -n 1 sh -c 'echo "${CHORUS_ADDR##*:}"')
+    check "the port is free again once the job is over" \
+        python3 -c "import socket; socket.socket().bind(('127.0.0.1', $port))"
+fi
+
 # ---- binding ------------------------------------------------------------------
 # Each rank writes the CPUs it may run on, as Cpus_allowed_list prints them.
 ncpu=$(nproc)
