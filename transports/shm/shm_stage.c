@@ -7,6 +7,13 @@
  * pieces of different lengths, some empty. Reductions run in rank order, or
  * over slices reduced by one rank each, so every rank ends with the same
  * bits.
+ *
+ * In the slice variant a rank copies in only the slices its peers reduce:
+ * it reduces its own slice from its send buffer and the peers' slots into
+ * its slot, where the peers then copy it out. At 2 ranks each rank so moves
+ * its vector's bytes about four and a half times (in: half read and half
+ * written; the slice: one read, half written; out: one each), where a
+ * whole copy in made it five and a half.
  */
 #include <string.h>
 
@@ -55,7 +62,16 @@ void shm_stage_in(shm_op_t *op)
         break;
     default:
         shm_piece(op, a->count, &lo, &hi);
-        memcpy(slot, src + lo * es, (hi - lo) * es);
+        if (op->kind == SHM_SLICE) {
+            size_t slo, shi;
+
+            /* Around this rank's own slice, which it reduces from src (shm_stage_slice). */
+            shm_part(hi - lo, shm_unit(es), node->n, node->me, &slo, &shi);
+            put(slot, src + lo * es, slo * es);
+            put(slot + shi * es, src + (lo + shi) * es, (hi - lo - shi) * es);
+        } else {
+            memcpy(slot, src + lo * es, (hi - lo) * es);
+        }
         break;
     }
 }
@@ -81,14 +97,24 @@ void shm_stage_slice(shm_op_t *op)
     shm_node_t *node = op->node;
     chorus__reduce_fn fn = chorus__reduce_kernel(op->args.dtype, op->args.op);
     size_t unit = shm_unit(op->esize), lo, hi, slo, shi;
+    const char *own;
     char *mine;
 
     shm_piece(op, op->args.count, &lo, &hi);
     shm_part(hi - lo, unit, node->n, node->me, &slo, &shi);
+    if (shi == slo)
+        return;
+    own = (const char *)op->args.sendbuf + (lo + slo) * op->esize;
     mine = shm_slot(node, node->me, node->slot) + slo * op->esize;
-    for (int j = 0; j < node->n && shi > slo; j++) {
-        if (j != node->me)
-            fn(mine, mine, shm_slot(node, j, node->slot) + slo * op->esize, shi - slo);
+    /* This rank's own data first, then the peers' in rank order, as with a whole copy in. */
+    if (node->n == 1)
+        memcpy(mine, own, (shi - slo) * op->esize);
+    for (int j = 0, first = 1; j < node->n; j++) {
+        if (j == node->me)
+            continue;
+        fn(mine, first ? own : mine, shm_slot(node, j, node->slot) + slo * op->esize,
+           shi - slo);
+        first = 0;
     }
     chorus__reduce_finalize(op->args.dtype, op->args.op, mine, shi - slo, node->n);
 }
