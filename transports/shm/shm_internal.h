@@ -28,11 +28,14 @@
  * fingerprints of it up to SHM_LL_AHEAD steps later, so it may run that
  * many steps ahead of them; an area is therefore free again only once
  * every peer has posted SHM_LL_AHEAD steps past the one that wrote it last
- * (shm_ll.c), and SHM_LL_DEPTH - SHM_LL_AHEAD areas are in use at once.
+ * (shm_ll.c). With twice SHM_LL_AHEAD areas, neither bound holds a rank
+ * back before it is SHM_LL_AHEAD steps ahead of its slowest peer.
  */
 #define SHM_LL_LINES 8
 #define SHM_LL_DEPTH 8
 #define SHM_LL_AHEAD 4
+_Static_assert(SHM_LL_AHEAD >= 1 && 2 * SHM_LL_AHEAD <= SHM_LL_DEPTH,
+               "a rank may run SHM_LL_AHEAD steps ahead only with that many areas to spare");
 #define SHM_LL_DATA (SHM_LINE - 8)          /* data bytes of a line */
 #define SHM_LL_FIRST (SHM_LL_DATA - 8)      /* of the first, after the fingerprint */
 #define SHM_LL_BYTES (SHM_LL_FIRST + (SHM_LL_LINES - 1) * SHM_LL_DATA)
