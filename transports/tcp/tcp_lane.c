@@ -207,6 +207,14 @@ int tl_tcp_lanes_update_events(tl_ctx_t *ctx, tl_tcp_peer_t *peer)
     return 0;
 }
 
+/* What a lane measured of its socket (its rate, and the queue bound set from it): anew. */
+static void lane_meter_reset(tl_tcp_lane_t *lane)
+{
+    memset(&lane->rate, 0, sizeof(lane->rate));
+    lane->queue = 0;
+    lane->queue_refused = 0;
+}
+
 static void lane_rx_reset(tl_tcp_lane_t *lane)
 {
     lane->rx_hdr_got = 0;
@@ -231,9 +239,7 @@ int tl_tcp_lanes_close(tl_ctx_t *ctx, tl_tcp_peer_t *peer, chorus_status_t statu
         n += tl_tcp_tx_fail(&lane->tx, status);
         lane_rx_reset(lane);
     }
-    memset(&peer->lanes[0].rate, 0, sizeof(peer->lanes[0].rate));
-    peer->lanes[0].queue = 0;
-    peer->lanes[0].queue_refused = 0;
+    lane_meter_reset(&peer->lanes[0]);
     peer->lanes_up = 0;
     peer->deal_to = -1;
     return n;
@@ -260,10 +266,8 @@ int tl_tcp_lane_attach(tl_ctx_t *ctx, tl_tcp_peer_t *peer, int index, int fd)
     }
     lane->fd = fd;
     lane->events = EPOLLIN;
-    lane->queue = 0;
-    lane->queue_refused = 0;
     memset(&lane->tx, 0, sizeof(lane->tx));
-    memset(&lane->rate, 0, sizeof(lane->rate));
+    lane_meter_reset(lane);
     lane_rx_reset(lane);
     peer->lanes_up++;
     chorus_debug("rank %d: tcp: lane %d to peer %d is up (%d of %d)", ctx->rank, index,
