@@ -146,6 +146,8 @@ chorus_status_t chorus__comm_open(chorus__ctx_t *ctx, int *ranks, int size, uint
     comm->rank = -1;
     atomic_store(&comm->inline_seq, CHORUS__NO_SEQ);
     atomic_store(&comm->learning, CHORUS__NO_SEQ);
+    comm->call_memo.given.coll = COLL_TYPE_COUNT;
+    comm->select_memo.coll = COLL_TYPE_COUNT;
     pthread_mutex_init(&comm->post_lock, NULL);
     comm->rank_of = malloc((size_t)ctx->size * sizeof(*comm->rank_of));
     if (comm->rank_of == NULL)

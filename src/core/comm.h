@@ -90,6 +90,22 @@ struct chorus_comm {
     /* A call refused for its shape whose turns are not taken yet, or CHORUS__NO_SEQ: its
        thread holds post_lock until they are (request.c). */
     _Atomic uint64_t learning;
+    /*
+     * The last call that passed the checks, as the caller gave it and as
+     * checked (coll_api.c), and the last selection with its key (request.c):
+     * a call that repeats them skips both. Only one thread at a time calls
+     * on a communicator (chorus_comm(3)), so they need no lock.
+     */
+    struct {
+        coll_args_t given;      /* coll COLL_TYPE_COUNT: nothing yet */
+        coll_args_t checked;
+    } call_memo;
+    struct {
+        coll_type_t coll;       /* COLL_TYPE_COUNT: nothing yet */
+        coll_mem_t mem;
+        size_t bytes;
+        const coll_alg_t *alg;
+    } select_memo;
     chorus__stall_t *stall;     /* stall reports (progress thread) */
     char trace_via[40];         /* "NET+TEAM": who serves calls that use the node team (tracing) */
     chorus__refusal_t *refusal; /* calls refused for their arguments (refusal.h) */

@@ -54,16 +54,30 @@ static void abs_deadline(struct timespec *ts, double deadline)
 
 static void request_release(chorus_request_t req);
 
-/* The selection table's algorithm for args (logged and NULL when there is none). */
+/*
+ * The selection table's algorithm for args (logged and NULL when there is
+ * none). The table does not change once built: the last answer is kept for
+ * a call of the same collective, memory and size (comm->select_memo).
+ */
 static const coll_alg_t *call_select(chorus_comm_t comm, const coll_args_t *args)
 {
-    const coll_alg_t *alg = coll_select_call(comm->select, args->coll, args->mem,
-                                             coll_args_bytes(args), comm->rank);
+    size_t bytes = coll_args_bytes(args);
+    const coll_alg_t *alg;
 
-    if (alg == NULL)
+    if (comm->select_memo.coll == args->coll && comm->select_memo.mem == args->mem &&
+        comm->select_memo.bytes == bytes)
+        return comm->select_memo.alg;
+    alg = coll_select_call(comm->select, args->coll, args->mem, bytes, comm->rank);
+    if (alg == NULL) {
         chorus_error("rank %d: no algorithm runs %s of %zu bytes in %s memory", comm->rank,
-                     coll_type_name(args->coll), coll_args_bytes(args),
+                     coll_type_name(args->coll), bytes,
                      coll_mem_name(args->mem) ? coll_mem_name(args->mem) : "unknown");
+        return NULL;
+    }
+    comm->select_memo.coll = args->coll;
+    comm->select_memo.mem = args->mem;
+    comm->select_memo.bytes = bytes;
+    comm->select_memo.alg = alg;
     return alg;
 }
 

@@ -796,3 +796,118 @@ Test(refused, device_options_without_a_device, .timeout = 120)
                      "%d ranks: exit codes %d %d %d", nranks, status[0], status[1], status[2]);
     }
 }
+
+/* ---- a repeated call changed in one argument ------------------------------ */
+
+/* An allreduce (root -1) or a broadcast of 4 int32, blocking, with these arguments. */
+typedef struct {
+    const char *what;
+    int sendbuf_at, recvbuf_at;     /* element offsets into the rank's buffer; -1: NULL */
+    size_t count;
+    chorus_dtype_t dtype;
+    chorus_op_t op;
+    int root;                       /* -1: an allreduce; INT32_MAX: the broadcast's bad root */
+} repeat_call_t;
+
+static const repeat_call_t repeat_good[2] = {
+    {"allreduce", 0, SMALL, 4, CHORUS_INT32, CHORUS_SUM, -1},
+    {"broadcast", 0, SMALL, 4, CHORUS_INT32, CHORUS_SUM, 0},
+};
+
+/* Each changes one argument of repeat_good[good] so that every rank refuses the call. */
+static const struct {
+    int good;
+    repeat_call_t bad;
+} repeat_bad[] = {
+    {0, {"dtype", 0, SMALL, 4, CHORUS_DTYPE_COUNT, CHORUS_SUM, -1}},
+    {0, {"op", 0, SMALL, 4, CHORUS_INT32, CHORUS_OP_COUNT, -1}},
+    {0, {"count", 0, SMALL, SIZE_MAX / 2, CHORUS_INT32, CHORUS_SUM, -1}},
+    {0, {"recvbuf", 0, -1, 4, CHORUS_INT32, CHORUS_SUM, -1}},
+    {0, {"sendbuf", -1, SMALL, 4, CHORUS_INT32, CHORUS_SUM, -1}},
+    {0, {"overlapping buffers", SMALL + 1, SMALL, 4, CHORUS_INT32, CHORUS_SUM, -1}},
+    {1, {"root", 0, SMALL, 4, CHORUS_INT32, CHORUS_SUM, INT32_MAX}},
+};
+
+static chorus_status_t repeat_run(const repeat_call_t *c, chorus_comm_t comm, int32_t *buf)
+{
+    const int32_t *s = c->sendbuf_at < 0 ? NULL : buf + c->sendbuf_at;
+    int32_t *r = c->recvbuf_at < 0 ? NULL : buf + c->recvbuf_at;
+
+    if (c->root < 0)
+        return chorus_allreduce(s, r, c->count, c->dtype, c->op, comm, NULL);
+    return chorus_broadcast(s, r, c->count, c->dtype,
+                            c->root == INT32_MAX ? chorus_comm_size(comm) : c->root, comm, NULL);
+}
+
+/* The good call of repeat_good[good] on buf, with fresh inputs: exact, or an RC_* code. */
+static int repeat_exact(int good, chorus_comm_t comm, int rank, int size, int round,
+                        int32_t *buf)
+{
+    int want = good == 0 ? size * (size + 1) / 2 + size * round : 1 + round;
+
+    for (int i = 0; i < SMALL; i++) {
+        buf[i] = rank + 1 + round;
+        buf[SMALL + i] = -1;
+    }
+    if (repeat_run(&repeat_good[good], comm, buf) != CHORUS_OK)
+        return RC_AFTER;
+    for (int i = 0; i < 4; i++)
+        if (buf[SMALL + i] != want)
+            return RC_SUCCESS_WRONG;
+    return RC_OK;
+}
+
+/*
+ * A blocking call that repeats the last accepted one in every argument skips
+ * the checks (coll_api.c keeps their answers): one that differs from it in a
+ * single argument must be checked again. Each bad call follows the same good
+ * call made twice, is refused on every rank, and the good call after it is
+ * exact (on the same buffers, so it repeats the remembered call again).
+ */
+static int repeat_changed_rank(chorus_comm_t comm, int rank, int size, void *arg)
+{
+    int32_t buf[2 * SMALL] = {0};
+    int rc, round = 0;
+
+    (void)arg;
+    for (size_t k = 0; k < sizeof(repeat_bad) / sizeof(repeat_bad[0]); k++) {
+        int good = repeat_bad[k].good;
+
+        for (int twice = 0; twice < 2; twice++)
+            if ((rc = repeat_exact(good, comm, rank, size, round++, buf)) != RC_OK)
+                return rc;
+        if (repeat_run(&repeat_bad[k].bad, comm, buf) != CHORUS_ERR_INVALID_ARG) {
+            fprintf(stderr, "rank %d: the repeated %s with a bad %s was not refused\n", rank,
+                    repeat_good[good].what, repeat_bad[k].bad.what);
+            return RC_ACCEPTED;
+        }
+        if ((rc = repeat_exact(good, comm, rank, size, round++, buf)) != RC_OK)
+            return rc;
+    }
+    return RC_OK;
+}
+
+static void run_repeat_changed(int shm)
+{
+    for (int nranks = 1; nranks <= 3; nranks++) {
+        harness_opts_t opts = {.nranks = nranks, .timeout_s = 10, .deadline_s = 30,
+                               .kill_rank = -1};
+        int status[3] = {0};
+
+        setenv("CHORUS_SHM", shm ? "1" : "0", 1);
+        cr_expect_eq(harness_run(&opts, repeat_changed_rank, NULL, status, NULL), 0,
+                     "%d ranks over %s: exit codes %d %d %d", nranks, shm ? "shm" : "tcp",
+                     status[0], status[1], status[2]);
+        unsetenv("CHORUS_SHM");
+    }
+}
+
+Test(refused, a_repeated_call_changed_in_one_argument_is_checked_again_shm, .timeout = 120)
+{
+    run_repeat_changed(1);
+}
+
+Test(refused, a_repeated_call_changed_in_one_argument_is_checked_again_tcp, .timeout = 120)
+{
+    run_repeat_changed(0);
+}
