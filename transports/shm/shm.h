@@ -106,7 +106,8 @@ void shm_node_fail(shm_node_t *node, chorus_status_t status);
 typedef struct {
     shm_node_t *node;
     coll_args_t args;
-    shm_kind_t kind;
+    shm_kind_t asked;           /* the variant the call was made for */
+    shm_kind_t kind;            /* the one it runs: asked, or the flat one where that has no form */
     uint64_t ticket;            /* call order on the node */
     int phase;
     uint64_t fp;                /* fingerprint of the call, checked against every peer's */
@@ -140,6 +141,14 @@ typedef struct {
  */
 void shm_op_init(shm_op_t *op, shm_node_t *node, const coll_args_t *args,
                  shm_kind_t kind);
+/*
+ * Whether a call of args made for kind has the shape of op's, a call of
+ * the same node that is over: every argument alike but the buffers, and
+ * neither a v-form (its arrays may have changed in place) nor a device call.
+ */
+int shm_op_same_shape(const shm_op_t *op, const coll_args_t *args, shm_kind_t kind);
+/* shm_op_init for such a call: what follows from the shape is kept from op. */
+void shm_op_again(shm_op_t *op, const coll_args_t *args);
 /*
  * A call that will not run (skipped on every rank alike, or finalized
  * before it was posted): its turn is given up, from any thread, without

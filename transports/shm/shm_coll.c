@@ -71,6 +71,7 @@ void shm_op_init(shm_op_t *op, shm_node_t *node, const coll_args_t *args, shm_ki
     memset(op, 0, sizeof(*op));
     op->node = node;
     op->args = *args;
+    op->asked = kind;
     /* Only reductions to every rank or to a root have a slice variant. */
     if (kind == SHM_SLICE && args->coll != COLL_ALLREDUCE && args->coll != COLL_REDUCE)
         kind = SHM_FLAT;
@@ -97,6 +98,28 @@ void shm_op_init(shm_op_t *op, shm_node_t *node, const coll_args_t *args, shm_ki
     op->nrounds = op->per ? (longest_part(args) + op->per - 1) / op->per : 0;
     if (kind == SHM_CUDA)
         shm_cuda_op_init(op);
+}
+
+int shm_op_same_shape(const shm_op_t *op, const coll_args_t *args, shm_kind_t kind)
+{
+    const coll_args_t *b = &op->args;
+
+    return kind == op->asked && kind != SHM_CUDA && args->counts == NULL && b->counts == NULL &&
+           args->coll == b->coll && args->count == b->count && args->dtype == b->dtype &&
+           args->op == b->op && args->root == b->root && args->rank == b->rank &&
+           args->size == b->size && args->chunk_bytes == b->chunk_bytes &&
+           args->mem == b->mem && args->stream == b->stream && args->dev_bufs == b->dev_bufs &&
+           args->dev_call == b->dev_call;
+}
+
+void shm_op_again(shm_op_t *op, const coll_args_t *args)
+{
+    shm_node_t *node = op->node;
+
+    *op = (shm_op_t){.node = node, .args = *args, .asked = op->asked, .kind = op->kind,
+                     .fp = op->fp, .tag = op->tag, .nrounds = op->nrounds, .per = op->per,
+                     .esize = op->esize, .bytes = op->bytes, .wait_peer = -1};
+    op->ticket = atomic_fetch_add_explicit(&node->next_ticket, 1, memory_order_relaxed);
 }
 
 void shm_op_release(shm_op_t *op)

@@ -181,17 +181,24 @@ static void shm_task_fail(chorus__task_t *task, chorus_status_t status)
     shm_node_fail(task_of(task)->op.node, status);
 }
 
+/* The team keeps one task for its next call; tasks of calls in flight at once are freed. */
+static void spare_put(tl_team_t *team, shm_task_t *t)
+{
+    shm_task_t *none = NULL;
+
+    if (t != NULL && !atomic_compare_exchange_strong(&team->spare, &none, t))
+        free(t);
+}
+
 static void shm_task_finalize(chorus__task_t *task)
 {
-    shm_task_t *t = task_of(task), *none = NULL;
+    shm_task_t *t = task_of(task);
 
     /* A call that never ran gives its turn up, so that later calls are not held. */
     if (task->state == CHORUS__TASK_NEW)
         shm_op_skip(&t->op);
     shm_op_release(&t->op);
-    /* The team keeps one for its next call; tasks of calls in flight at once are freed. */
-    if (!atomic_compare_exchange_strong(&t->team->spare, &none, t))
-        free(t);
+    spare_put(t->team, t);
 }
 
 /* A staging call whose buffers were chorus memory on every rank ran on them directly. */
@@ -240,12 +247,22 @@ static chorus_status_t shm_task_check(const tl_team_t *team, const coll_args_t *
 static chorus_status_t shm_task_create(tl_team_t *team, const coll_args_t *args, int variant,
                                        chorus__task_t **task_p)
 {
-    chorus_status_t status = shm_task_check(team, args, variant);
-    shm_task_t *t;
+    shm_task_t *t = atomic_exchange(&team->spare, NULL);
+    chorus_status_t status;
 
-    if (status != CHORUS_OK)
+    /* The spare's last call had this shape: it passed the check, and its fingerprint,
+     * form and rounds hold for this one. */
+    if (t != NULL && shm_op_same_shape(&t->op, args, (shm_kind_t)variant)) {
+        chorus__task_init(&t->head, &shm_task_ops, CHORUS__TASK_INLINE);
+        shm_op_again(&t->op, args);
+        t->team = team;
+        *task_p = &t->head;
+        return CHORUS_OK;
+    }
+    if ((status = shm_task_check(team, args, variant)) != CHORUS_OK) {
+        spare_put(team, t);
         return status;
-    t = atomic_exchange(&team->spare, NULL);
+    }
     if (t == NULL && (t = malloc(sizeof(*t))) == NULL)
         return CHORUS_ERR_NO_MEMORY;
     chorus__task_init(&t->head, &shm_task_ops, CHORUS__TASK_INLINE);
