@@ -114,11 +114,26 @@ int shm_op_same_shape(const shm_op_t *op, const coll_args_t *args, shm_kind_t ki
 
 void shm_op_again(shm_op_t *op, const coll_args_t *args)
 {
+    /* What the shape gives, kept; the rest as shm_op_init leaves it (written in place: a
+     * compound literal would build the whole op on the stack and copy it). */
     shm_node_t *node = op->node;
+    shm_kind_t asked = op->asked, kind = op->kind;
+    uint64_t fp = op->fp;
+    uint32_t tag = op->tag;
+    size_t nrounds = op->nrounds, per = op->per, esize = op->esize, bytes = op->bytes;
 
-    *op = (shm_op_t){.node = node, .args = *args, .asked = op->asked, .kind = op->kind,
-                     .fp = op->fp, .tag = op->tag, .nrounds = op->nrounds, .per = op->per,
-                     .esize = op->esize, .bytes = op->bytes, .wait_peer = -1};
+    memset(op, 0, sizeof(*op));
+    op->node = node;
+    op->args = *args;
+    op->asked = asked;
+    op->kind = kind;
+    op->fp = fp;
+    op->tag = tag;
+    op->nrounds = nrounds;
+    op->per = per;
+    op->esize = esize;
+    op->bytes = bytes;
+    op->wait_peer = -1;
     op->ticket = atomic_fetch_add_explicit(&node->next_ticket, 1, memory_order_relaxed);
 }
 
