@@ -12,6 +12,7 @@ whose results were checked wrong raises WrongResults (the comparison stops). Eve
 is started in its own session and killed with all it started when it ends or times out.
 """
 
+import contextlib
 import json
 import os
 import shlex
@@ -172,10 +173,15 @@ def build(cmd):
     return None
 
 
-def free_port():
+@contextlib.contextmanager
+def held_port():
+    """A free port of 127.0.0.1, kept bound (SO_REUSEADDR, not listening) while the block
+    runs: released at once, it could be given to another process's connection before the
+    worker that listens on it binds it (torch's store binds beside it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        yield s.getsockname()[1]
 
 
 def env_with(extra):
@@ -576,17 +582,19 @@ class Gloo:
         return rows
 
     def _run_group(self, plan, coll, tag, logdir):
-        port, out = free_port(), os.path.join(logdir, tag + ".json")
+        out = os.path.join(logdir, tag + ".json")
         sizes = ",".join(str(s) for s, _, _ in plan)
         env = env_with(self.config["env_given"])
-        cmds = []
-        for rank in range(self.args.nranks):
-            cmd = [SYSTEM_PYTHON, GLOO_WORKER, "--rank", str(rank),
-                   "--world", str(self.args.nranks), "--port", str(port), "--coll", coll,
-                   "--sizes", sizes, "--iters", str(plan[0][1]), "--warmup", str(plan[0][2]),
-                   "--buffers", str(self.args.buffers), "--timeout", str(self.args.timeout)]
-            cmds.append(cmd + (["--out", out] if rank == 0 else []))
-        codes, logs = run_procs(cmds, env, self.args.timeout, logdir, tag)
+        with held_port() as port:
+            cmds = []
+            for rank in range(self.args.nranks):
+                cmd = [SYSTEM_PYTHON, GLOO_WORKER, "--rank", str(rank),
+                       "--world", str(self.args.nranks), "--port", str(port), "--coll", coll,
+                       "--sizes", sizes, "--iters", str(plan[0][1]),
+                       "--warmup", str(plan[0][2]), "--buffers", str(self.args.buffers),
+                       "--timeout", str(self.args.timeout)]
+                cmds.append(cmd + (["--out", out] if rank == 0 else []))
+            codes, logs = run_procs(cmds, env, self.args.timeout, logdir, tag)
         if GLOO_EXIT_UNSUPPORTED in codes:
             msg = [ln for ln in tail(logs[0], 5).splitlines() if "unsupported" in ln]
             self.unsupported[coll] = msg[-1] if msg else "gloo has no %s here" % coll

@@ -13,11 +13,19 @@ import sys
 import time
 
 
+# The ports free_port() handed out, kept bound until the test exits.
+_held = []
+
+
 def free_port():
-    """A TCP port of 127.0.0.1 that is free now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port of 127.0.0.1, kept bound (SO_REUSEADDR, not listening) until this process
+    exits: released at once, another test's connection could be given it before the job's
+    store binds it beside this socket (chorus's and torch's stores both do)."""
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("127.0.0.1", 0))
+    _held.append(s)
+    return s.getsockname()[1]
 
 
 def run_job(script, n, env, rank_env, expect, deadline_s, label=""):

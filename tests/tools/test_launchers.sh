@@ -22,8 +22,22 @@ bare() {
         -u MASTER_PORT -u PMIX_NAMESPACE -u PMIX_RANK -u OMPI_COMM_WORLD_RANK \
         -u OMPI_COMM_WORLD_SIZE -u PMI_RANK -u PMI_SIZE -u SLURM_PROCID -u SLURM_NTASKS "$@"
 }
+# A port of 127.0.0.1 that binds now, below the ephemeral range as the C tests' harness picks
+# them: a port the kernel may give any connect() of a test beside this one could be taken
+# before the daemon or rank that listens on it binds it.
 free_port() {
-    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+    python3 - <<'PY'
+import random, socket
+low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+for port in random.sample(range(max(1024, low - 20000), low), 64):
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+    print(port)
+    break
+PY
 }
 
 if ! grep -q '^#define HAVE_PMIX 1' "$CHORUS_PC_DIR/config.h" 2>/dev/null; then

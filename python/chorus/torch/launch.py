@@ -4,7 +4,7 @@ torch.distributed's default rendezvous (env://) reads RANK, WORLD_SIZE, MASTER_A
 MASTER_PORT, which torchrun sets and other launchers do not. Where they are missing in a
 job of several ranks that chorus can form from what the launcher gave (CHORUS_*, PMIx, or
 the MPI and Slurm rank variables), the ranks meet once through chorus: rank 0 picks a free port for torch's
-store and broadcasts "host:port", and every rank sets torch's variables from it. Then
+store (and keeps it bound until it exits, so that no other process is given it) and broadcasts "host:port", and every rank sets torch's variables from it. Then
 dist.init_process_group("chorus") works with no other change.
 """
 
@@ -43,10 +43,19 @@ def _store_host():
     return socket.gethostbyname(socket.gethostname())
 
 
-def _free_port(host):
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+# Rank 0's hold on the port it picked for torch's store (_hold_port), for the process's life.
+_held = []
+
+
+def _hold_port(host):
+    """A free port of host, kept bound (SO_REUSEADDR, not listening) while this process runs:
+    released at once, it could be given to another process's connection before torch's
+    store binds it. The store binds beside it, as chorus-run's rendezvous port does."""
+    s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((host, 0))
+    _held.append(s)
+    return s.getsockname()[1]
 
 
 # The variables set_torch_env() set, with the values it gave them.
@@ -79,7 +88,7 @@ def set_torch_env():
         buf = ctypes.create_string_buffer(_ADDR_BYTES)
         if comm.rank == 0:
             host = _store_host()
-            buf.value = ("%s:%d" % (host, _free_port(host))).encode()
+            buf.value = ("%s:%d" % (host, _hold_port(host))).encode()
         addr = ctypes.addressof(buf)
         comm.ibroadcast(addr, addr, _ADDR_BYTES, UINT8, 0, keep=(buf,)).wait()
         host, port = buf.value.decode().rsplit(":", 1)
