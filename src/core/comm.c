@@ -87,7 +87,6 @@ static void comm_free(chorus_comm_t comm)
     free(comm->node_members);
     free(comm->ranks);
     free(comm->rank_of);
-    pthread_mutex_destroy(&comm->post_lock);
     free(comm);
 }
 
@@ -148,7 +147,6 @@ chorus_status_t chorus__comm_open(chorus__ctx_t *ctx, int *ranks, int size, uint
     atomic_store(&comm->learning, CHORUS__NO_SEQ);
     comm->call_memo.given.coll = COLL_TYPE_COUNT;
     comm->select_memo.coll = COLL_TYPE_COUNT;
-    pthread_mutex_init(&comm->post_lock, NULL);
     comm->rank_of = malloc((size_t)ctx->size * sizeof(*comm->rank_of));
     if (comm->rank_of == NULL)
         goto err;

@@ -16,6 +16,7 @@
 #include "coll/coll.h"
 #include "coll/select.h"
 #include "core/context.h"
+#include "util/spinlock.h"
 
 typedef struct chorus__stall chorus__stall_t;   /* stall.c */
 typedef struct chorus__refusal chorus__refusal_t;   /* refusal.c */
@@ -72,7 +73,7 @@ struct chorus_comm {
     chorus__port_t port;        /* the communicator's calls */
     chorus__port_t setup_port;  /* its creation-time exchanges */
 
-    pthread_mutex_t post_lock;  /* numbers calls and takes team turns in call order */
+    chorus__spinlock_t post_lock;   /* numbers calls and takes team turns in call order */
     _Atomic uint64_t next_seq;  /* changed under post_lock (and the refusal lock); read anywhere */
     uint64_t setup_seq;         /* under post_lock */
     /*

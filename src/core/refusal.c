@@ -7,6 +7,7 @@
 
 #include "core/ctrl.h"
 #include "util/log.h"
+#include "util/spinlock.h"
 
 #define REFUSAL_MAGIC 0x72656675u   /* "refu" */
 
@@ -61,7 +62,7 @@ typedef struct {
 
 struct chorus__refusal {
     /* A leaf lock: taken under post_lock or ctx->lock, never around either. */
-    pthread_mutex_t lock;
+    chorus__spinlock_t lock;
     /* Calls refused here: stopping ones until their peers' notices are in, others until over. */
     refusal_note_t *mine;
     refusal_note_t *pending;    /* peers' stopping notices of calls not yet posted here */
@@ -101,7 +102,6 @@ chorus_status_t chorus__refusal_create(chorus_comm_t comm)
     comm->refusal = calloc(1, sizeof(*comm->refusal));
     if (comm->refusal == NULL)
         return CHORUS_ERR_NO_MEMORY;
-    pthread_mutex_init(&comm->refusal->lock, NULL);
     return CHORUS_OK;
 }
 
@@ -123,7 +123,6 @@ void chorus__refusal_destroy(chorus__refusal_t *refusal)
     note_free_list(refusal->joined);
     note_free_list(refusal->owed);
     note_free_list(refusal->due);
-    pthread_mutex_destroy(&refusal->lock);
     free(refusal);
 }
 
@@ -447,7 +446,7 @@ chorus_status_t chorus__refusal_advance(chorus_comm_t comm, uint64_t seq,
                         "notices will fail the communicator", comm->rank,
                         (unsigned long long)seq);
     }
-    pthread_mutex_lock(&rf->lock);
+    chorus__spin_lock(&rf->lock);
     refusal_remember(rf, seq, shape, wire,
                      refused == CHORUS__REFUSED_NOT || refused == CHORUS__REFUSED_JOIN);
     /* Learning ranks that asked before this call was posted: tell them now. */
@@ -486,7 +485,7 @@ chorus_status_t chorus__refusal_advance(chorus_comm_t comm, uint64_t seq,
     }
     /* Under the lock, which orders it for the notices' handlers; others only read it. */
     atomic_store_explicit(&comm->next_seq, seq + 1, memory_order_release);
-    pthread_mutex_unlock(&rf->lock);
+    chorus__spin_unlock(&rf->lock);
     free(mine);
     if (due) {
         atomic_store(&comm->ctx->refusal_due, 1);
@@ -516,7 +515,7 @@ chorus_status_t chorus__refusal_outcome(chorus_comm_t comm, uint64_t seq,
         atomic_store(&comm->inline_seq, CHORUS__NO_SEQ);
     if (atomic_load(&rf->njoin) == 0)
         return status;
-    pthread_mutex_lock(&rf->lock);
+    chorus__spin_lock(&rf->lock);
     while ((n = note_take(&rf->joined, seq)) != NULL) {
         if (first == NULL)
             first = n;
@@ -528,7 +527,7 @@ chorus_status_t chorus__refusal_outcome(chorus_comm_t comm, uint64_t seq,
         free(n);
         atomic_fetch_sub(&rf->njoin, 1);
     }
-    pthread_mutex_unlock(&rf->lock);
+    chorus__spin_unlock(&rf->lock);
     if (first == NULL)
         return status;
     refusal_log(comm, first, "this rank's call of that number fails with it");
@@ -544,7 +543,7 @@ static refusal_note_t *refusal_note_stop(chorus_comm_t comm, refusal_note_t *n)
     chorus__refusal_t *rf = comm->refusal;
     refusal_note_t *mine;
 
-    pthread_mutex_lock(&rf->lock);
+    chorus__spin_lock(&rf->lock);
     mine = note_find(rf->mine, n->seq);
     if (mine != NULL && mine->kind == CHORUS__REFUSED_STOP) {
         /* Refused here too: every rank passed the same bad argument. */
@@ -557,7 +556,7 @@ static refusal_note_t *refusal_note_stop(chorus_comm_t comm, refusal_note_t *n)
         note_push(&rf->pending, n);
         n = NULL;
     }
-    pthread_mutex_unlock(&rf->lock);
+    chorus__spin_unlock(&rf->lock);
     return n;
 }
 
@@ -580,10 +579,10 @@ static refusal_reply_t refusal_note_join(chorus_comm_t comm, refusal_note_t *n,
     refusal_note_t *mine;
     int keep, posted;
 
-    pthread_mutex_lock(&rf->lock);
+    chorus__spin_lock(&rf->lock);
     mine = note_find(rf->mine, n->seq);
     if (mine != NULL && mine->kind == CHORUS__REFUSED_STOP) {
-        pthread_mutex_unlock(&rf->lock);
+        chorus__spin_unlock(&rf->lock);
         refusal_conflict(comm, n);
         free(n);
         free(owed);
@@ -609,7 +608,7 @@ static refusal_reply_t refusal_note_join(chorus_comm_t comm, refusal_note_t *n,
             refusal_recall(rf, n->seq, shape);
         }
     }
-    pthread_mutex_unlock(&rf->lock);
+    chorus__spin_unlock(&rf->lock);
     free(owed);
     if (!keep) {
         refusal_log(comm, n, "this rank's call of that number had returned already");
@@ -718,12 +717,12 @@ void chorus__refusal_flush(chorus__ctx_t *ctx)
     for (chorus_comm_t comm = ctx->comms; comm != NULL; comm = comm->next) {
         chorus__refusal_t *rf = comm->refusal;
 
-        pthread_mutex_lock(&rf->lock);
+        chorus__spin_lock(&rf->lock);
         while ((n = rf->due) != NULL) {
             rf->due = n->next;
             note_push(&due, n);
         }
-        pthread_mutex_unlock(&rf->lock);
+        chorus__spin_unlock(&rf->lock);
     }
     pthread_mutex_unlock(&ctx->lock);
     while ((n = due) != NULL) {

@@ -288,7 +288,7 @@ static chorus_status_t call_post(chorus_comm_t comm, const coll_args_t *args,
     int run_here = 0, detach = 0;
     uint64_t seq;
 
-    pthread_mutex_lock(&comm->post_lock);
+    chorus__spin_lock(&comm->post_lock);
     seq = setup ? comm->setup_seq : atomic_load(&comm->next_seq);
     status = call_task(comm, run, alg, seq, setup, &task, &via);
     if (status == CHORUS_OK && staged != NULL) {
@@ -320,7 +320,7 @@ static chorus_status_t call_post(chorus_comm_t comm, const coll_args_t *args,
         /* A peer's stopping refusal fails the context. */
         (void)chorus__refusal_advance(comm, seq, CHORUS__REFUSED_NOT, args, CHORUS_DTYPE_COUNT);
     }
-    pthread_mutex_unlock(&comm->post_lock);
+    chorus__spin_unlock(&comm->post_lock);
     if (status != CHORUS_OK) {
         chorus__task_finalize(task);
         coll_staged_free(staged);
@@ -388,14 +388,14 @@ static chorus_status_t call_made_as(chorus_comm_t comm, const char *call, const 
 
     if (status != CHORUS_OK)
         return status;
-    pthread_mutex_lock(&comm->post_lock);
+    chorus__spin_lock(&comm->post_lock);
     seq = atomic_load(&comm->next_seq);
     status = make(comm, make_arg, chorus__tag_base(seq), &task);
     if (status == CHORUS_OK)
         status = request_queue(comm, call, args, call, NULL, task, seq, 0, &req);
     if (status == CHORUS_OK)   /* a peer's stopping refusal fails the context */
         (void)chorus__refusal_advance(comm, seq, CHORUS__REFUSED_NOT, shape, wire);
-    pthread_mutex_unlock(&comm->post_lock);
+    chorus__spin_unlock(&comm->post_lock);
     if (status != CHORUS_OK) {
         chorus__task_finalize(task);
         return status;
@@ -748,7 +748,7 @@ chorus_status_t chorus__call_refused(chorus_comm_t comm, const char *call,
 
     if (status != CHORUS_OK)
         return status;      /* after a fault no call pairs with another: nothing to keep */
-    pthread_mutex_lock(&comm->post_lock);
+    chorus__spin_lock(&comm->post_lock);
     seq = atomic_load(&comm->next_seq);
     if (kind == CHORUS__REFUSED_LEARN)
         atomic_store(&comm->learning, seq);
@@ -764,7 +764,7 @@ chorus_status_t chorus__call_refused(chorus_comm_t comm, const char *call,
             refused_wait_turn(comm, req, seq);
     }
     atomic_store(&comm->learning, CHORUS__NO_SEQ);
-    pthread_mutex_unlock(&comm->post_lock);
+    chorus__spin_unlock(&comm->post_lock);
     if (status != CHORUS_OK) {
         /* Its peers would wait for a call that never comes: fail them now rather than later. */
         chorus_error("rank %d: refused %s #%llu could not be numbered (%s); the communicator "

@@ -185,7 +185,7 @@ void shm_op_skip(shm_op_t *op)
 {
     shm_node_t *node = op->node;
 
-    pthread_mutex_lock(&node->turn_lock);
+    chorus__spin_lock(&node->turn_lock);
     if (atomic_load_explicit(&node->serving, memory_order_relaxed) == op->ticket) {
         turn_pass(node);
     } else if (!turn_remember(node, op->ticket)) {
@@ -193,16 +193,16 @@ void shm_op_skip(shm_op_t *op)
         chorus_error("local rank %d: no memory to skip a node-local call", node->me);
         atomic_store(&node->broken, 1);
     }
-    pthread_mutex_unlock(&node->turn_lock);
+    chorus__spin_unlock(&node->turn_lock);
 }
 
 static int op_finish(shm_op_t *op)
 {
     shm_node_t *node = op->node;
 
-    pthread_mutex_lock(&node->turn_lock);
+    chorus__spin_lock(&node->turn_lock);
     turn_pass(node);
-    pthread_mutex_unlock(&node->turn_lock);
+    chorus__spin_unlock(&node->turn_lock);
     op->phase = PH_DONE;
     return 1;
 }

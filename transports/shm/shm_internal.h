@@ -10,6 +10,7 @@
 #include "reduce/device.h"
 #include "transports/shm/shm.h"
 #include "util/shared_mem.h"
+#include "util/spinlock.h"
 
 #define SHM_LINE 64
 #define SHM_MAGIC 0x63686f7275736d33ULL   /* "chorusm3" */
@@ -159,7 +160,7 @@ struct shm_node {
      */
     _Atomic uint64_t next_ticket;
     _Atomic uint64_t serving;
-    pthread_mutex_t turn_lock;
+    chorus__spinlock_t turn_lock;
     uint64_t *skipped;          /* turns given up before they came (shm_op_skip) */
     size_t nskipped;
     size_t skipped_cap;

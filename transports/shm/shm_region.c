@@ -158,7 +158,6 @@ chorus_status_t shm_node_create(shm_region_t *own, const shm_card_t *cards, int 
     atomic_init(&node->next_ticket, 0);
     atomic_init(&node->serving, 0);
     atomic_init(&node->broken, 0);
-    pthread_mutex_init(&node->turn_lock, NULL);
     node->cfg = *cfg;
     node->own = *own;
     free(own);
@@ -219,6 +218,5 @@ void shm_node_destroy(shm_node_t *node)
     shm_cuda_node_free(node);
     shm_mem_node_free(node);
     free(node->skipped);
-    pthread_mutex_destroy(&node->turn_lock);
     free(node);
 }
