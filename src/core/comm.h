@@ -73,7 +73,13 @@ struct chorus_comm {
     chorus__port_t port;        /* the communicator's calls */
     chorus__port_t setup_port;  /* its creation-time exchanges */
 
-    chorus__spinlock_t post_lock;   /* numbers calls and takes team turns in call order */
+    /*
+     * Numbers calls and takes team turns in call order. Only a thread that
+     * calls on the communicator takes it, and one at a time does
+     * (chorus_comm(3)): so a refused call may hold it while it waits for the
+     * progress thread to take its turns (request.c) with nobody spinning.
+     */
+    chorus__spinlock_t post_lock;
     _Atomic uint64_t next_seq;  /* changed under post_lock (and the refusal lock); read anywhere */
     uint64_t setup_seq;         /* under post_lock */
     /*

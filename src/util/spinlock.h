@@ -7,8 +7,9 @@
  * finds it taken spins a little, then yields its core, so a holder that was
  * preempted (more ranks than cores) gets to run.
  *
- * Not for sections that may wait on anything but their own work (a
- * condition variable, a peer): nobody sleeps on this lock.
+ * Nobody sleeps on this lock: a section that waits for something else (a
+ * condition variable, a peer) while another thread may want the lock would
+ * keep that thread spinning and yielding meanwhile.
  */
 #ifndef CHORUS_UTIL_SPINLOCK_H
 #define CHORUS_UTIL_SPINLOCK_H
