@@ -86,7 +86,10 @@ struct chorus_comm {
      * Calls posted and not complete. Queued requests change it under ctx->lock
      * (their waiters sleep on ctx->cond); a call run in the calling thread
      * takes it from 0 to 1 and back without the lock (only destroy waits for
-     * it, and it polls).
+     * it, and it polls). Only the thread that calls on the communicator adds
+     * to it (one at a time, chorus_comm(3)); the progress thread only takes
+     * off what completes. So at 0 nothing can change it but the calling
+     * thread, which moves it to 1 and back with plain stores.
      */
     atomic_int outstanding;
     _Atomic uint64_t inline_done;   /* calls completed in the calling thread: highest seq + 1 */

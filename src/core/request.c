@@ -266,7 +266,8 @@ static chorus_status_t call_inline(chorus_comm_t comm, const coll_args_t *args,
     if (ctx->trace != NULL)
         chorus__trace_call(comm, coll_type_name(args->coll), args, alg->name, via, seq, 0,
                            started, status);
-    atomic_fetch_sub(&comm->outstanding, 1);
+    /* From 1, this call's, to 0: nothing else was added meanwhile (comm.h). */
+    atomic_store_explicit(&comm->outstanding, 0, memory_order_release);
     return status;
 }
 
@@ -301,11 +302,12 @@ static chorus_status_t call_post(chorus_comm_t comm, const coll_args_t *args,
     /* Its result reaches the caller's stream by itself: a blocking call need not wait. */
     if (status == CHORUS_OK && blocking)
         detach = (task->flags & CHORUS__TASK_ENQUEUED) || coll_staged_enqueued(task);
-    if (status == CHORUS_OK && blocking && !detach && (task->flags & CHORUS__TASK_INLINE)) {
-        int idle = 0;
-
-        /* Nothing else of comm in flight: this thread runs the call. */
-        run_here = atomic_compare_exchange_strong(&comm->outstanding, &idle, 1);
+    /* Nothing else of comm in flight: this thread runs the call. The acquire load pairs with
+     * the completion of the last queued request, whose effects this call then sees. */
+    if (status == CHORUS_OK && blocking && !detach && (task->flags & CHORUS__TASK_INLINE) &&
+        atomic_load_explicit(&comm->outstanding, memory_order_acquire) == 0) {
+        atomic_store_explicit(&comm->outstanding, 1, memory_order_relaxed);
+        run_here = 1;
     }
     if (status == CHORUS_OK && !run_here)
         status = request_queue(comm, coll_type_name(args->coll), args, alg->name, via, task,
