@@ -66,6 +66,20 @@ static size_t whole_bytes(const coll_args_t *a, size_t esize)
     return a->count * esize;
 }
 
+/*
+ * The node's next turn. Calls take their turns in call order, under the
+ * communicator's post lock (or while its holder waits for the progress
+ * thread to take them, for a refused call): never two at once, so a load
+ * and a store do, without a locked add.
+ */
+static uint64_t take_ticket(shm_node_t *node)
+{
+    uint64_t t = atomic_load_explicit(&node->next_ticket, memory_order_relaxed);
+
+    atomic_store_explicit(&node->next_ticket, t + 1, memory_order_relaxed);
+    return t;
+}
+
 void shm_op_init(shm_op_t *op, shm_node_t *node, const coll_args_t *args, shm_kind_t kind)
 {
     memset(op, 0, sizeof(*op));
@@ -83,7 +97,7 @@ void shm_op_init(shm_op_t *op, shm_node_t *node, const coll_args_t *args, shm_ki
     op->bytes = whole_bytes(args, op->esize);
     op->fp = shm_fingerprint(args, kind);
     op->tag = shm_fp_tag(op->fp);
-    op->ticket = atomic_fetch_add_explicit(&node->next_ticket, 1, memory_order_relaxed);
+    op->ticket = take_ticket(node);
     op->wait_peer = -1;
     if (args->coll == COLL_BARRIER) {
         op->nrounds = 1;
@@ -134,7 +148,7 @@ void shm_op_again(shm_op_t *op, const coll_args_t *args)
     op->esize = esize;
     op->bytes = bytes;
     op->wait_peer = -1;
-    op->ticket = atomic_fetch_add_explicit(&node->next_ticket, 1, memory_order_relaxed);
+    op->ticket = take_ticket(node);
 }
 
 void shm_op_release(shm_op_t *op)

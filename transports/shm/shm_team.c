@@ -28,7 +28,12 @@ struct tl_team {
     shm_node_t *node;
     int me, size;               /* this member's position, the members */
     uint32_t flags;             /* agreed at team_seal */
-    /* A finished call's task, kept for the next one: a call costs no allocation. */
+    /*
+     * A finished call's task, kept for the next one: a call costs no
+     * allocation. Any thread that finalizes a task may put one (NULL to a
+     * task); only the one that creates tasks, one at a time in call order
+     * (take_ticket), takes it back (a task to NULL).
+     */
     _Atomic(shm_task_t *) spare;
 };
 
@@ -244,10 +249,21 @@ static chorus_status_t shm_task_check(const tl_team_t *team, const coll_args_t *
     return CHORUS_OK;
 }
 
+/* The spare task, or NULL. Nobody else takes it meanwhile, and a put needs it NULL: a load
+ * and a store do, without a locked exchange. */
+static shm_task_t *spare_take(tl_team_t *team)
+{
+    shm_task_t *t = atomic_load_explicit(&team->spare, memory_order_acquire);
+
+    if (t != NULL)
+        atomic_store_explicit(&team->spare, NULL, memory_order_relaxed);
+    return t;
+}
+
 static chorus_status_t shm_task_create(tl_team_t *team, const coll_args_t *args, int variant,
                                        chorus__task_t **task_p)
 {
-    shm_task_t *t = atomic_exchange(&team->spare, NULL);
+    shm_task_t *t = spare_take(team);
     chorus_status_t status;
 
     /* The spare's last call had this shape: it passed the check, and its fingerprint,
