@@ -826,7 +826,9 @@ Test(node, team_variants_chosen)
     cr_assert_str_eq(lookup_name(t, COLL_ALLREDUCE, 1024), "shm");
     cr_assert_str_eq(lookup_name(t, COLL_BROADCAST, 64), "shm_ll");
     cr_assert_str_eq(lookup_name(t, COLL_ALLGATHER, 4 * 110), "shm_ll");
-    cr_assert_str_eq(lookup_name(t, COLL_REDUCE_SCATTER, 64), "shm");
+    /* A reduce_scatter's part is its whole vector. */
+    cr_assert_str_eq(lookup_name(t, COLL_REDUCE_SCATTER, 440), "shm_ll");
+    cr_assert_str_eq(lookup_name(t, COLL_REDUCE_SCATTER, 441), "shm");
     cr_assert_str_eq(lookup_name(t, COLL_ALLREDUCE, 16 << 10), "shm_slice");
     cr_assert_str_eq(lookup_name(t, COLL_ALLREDUCE, 64 << 20), "shm_slice");
     cr_assert_str_eq(lookup_name(t, COLL_BARRIER, 0), "shm");

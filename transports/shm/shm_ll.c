@@ -22,9 +22,10 @@
  * one. So a rank that only writes runs up to SHM_LL_AHEAD calls ahead of
  * its peers instead of waiting for them at every call, and a mismatch it
  * could not see in the call fails one of its next ones, as over the network
- * a rank that only sends learns of it later. Allreduce, reduce, broadcast
- * and allgather have this form; reduce_scatter would write every block for
- * one to be read.
+ * a rank that only sends learns of it later. Allreduce, reduce, broadcast,
+ * allgather and reduce_scatter have this form; a reduce_scatter's part is
+ * its whole vector, of which each peer reads and reduces its own block, so
+ * only vectors of up to SHM_LL_BYTES have it.
  *
  * Area s % SHM_LL_DEPTH was last written at step s - SHM_LL_DEPTH. A peer
  * reads a step's area before it posts its next step, or checks it before
@@ -51,6 +52,9 @@ static size_t part_bytes(const coll_args_t *a)
     case COLL_BROADCAST:
     case COLL_ALLGATHER:
         return a->count * es;
+    case COLL_REDUCE_SCATTER:
+        /* Every block, for one of them to be read by each peer: small vectors only. */
+        return a->size <= (int)SHM_LL_BYTES ? a->count * es * (size_t)a->size : SIZE_MAX;
     default:
         return SIZE_MAX;
     }
@@ -307,6 +311,14 @@ static void take(shm_op_t *op)
         if (!coll_args_writes_recv(a) || block == 0)
             break;
         reduce_range(op, recv, 0, block);
+        chorus__reduce_finalize(a->dtype, a->op, recv, a->count, node->n);
+        break;
+    case COLL_REDUCE_SCATTER:
+        /* This rank's block of every part; in place, recv lies in the send buffer, which the
+         * part on the lines was copied from already. */
+        if (block == 0)
+            break;
+        reduce_range(op, recv, (size_t)a->rank * block, (size_t)(a->rank + 1) * block);
         chorus__reduce_finalize(a->dtype, a->op, recv, a->count, node->n);
         break;
     case COLL_ALLGATHER:

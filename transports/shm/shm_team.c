@@ -306,8 +306,8 @@ static const tl_coll_variant_t shm_variants[] = {
                  .vforms = 1},
     [SHM_CUDA] = {.name = "shm_cuda", .colls = SHM_DEVICE, .needs = SHM_TEAM_CUDA,
                   .mems = TL_MEM(COLL_MEM_CUDA)},
-    [SHM_LL] = {.name = "shm_ll", .colls = SHM_REDUCING | BIT(COLL_ALLGATHER) |
-                                           BIT(COLL_BROADCAST)},
+    [SHM_LL] = {.name = "shm_ll", .colls = SHM_REDUCING | BIT(COLL_REDUCE_SCATTER) |
+                                           BIT(COLL_ALLGATHER) | BIT(COLL_BROADCAST)},
 };
 
 const tl_coll_ops_t tl_shm_coll_ops = {
