@@ -89,15 +89,15 @@ static unsigned char *at(shm_ll_line_t *lines, size_t off, size_t *avail_p)
     return lines[1 + off / SHM_LL_DATA].data + off % SHM_LL_DATA;
 }
 
-/* Write this rank's part and post the step. */
-static void put(shm_op_t *op)
+/* Write this rank's part (part bytes, from part_bytes) and post the step. */
+static void put(shm_op_t *op, size_t part)
 {
     const coll_args_t *a = &op->args;
     shm_node_t *node = op->node;
     uint64_t step = op->base + 1;
     uint64_t flag = (uint64_t)(op->tag & 0xffff) << SHM_STEP_BITS | step;
     shm_ll_line_t *lines = area(node, node->me, step);
-    size_t bytes = coll_args_reads_send(a) ? part_bytes(a) : 0, off = 0;
+    size_t bytes = coll_args_reads_send(a) ? part : 0, off = 0;
     const unsigned char *src = a->sendbuf;
 
     memcpy(lines[0].data, &op->fp, sizeof(op->fp));
@@ -346,6 +346,7 @@ int shm_ll_progress(shm_op_t *op)
 {
     shm_node_t *node = op->node;
     uint64_t step = op->base + 1;
+    size_t part = part_bytes(&op->args);
     ll_call_t k;
     int rc;
 
@@ -363,7 +364,7 @@ int shm_ll_progress(shm_op_t *op)
                 return rc;
             }
         }
-        put(op);
+        put(op, part);
         op->ll_posted = 1;
     }
     /*
@@ -377,7 +378,7 @@ int shm_ll_progress(shm_op_t *op)
         int j = op->ll_ready;
 
         if (j != node->me && reads_from(&op->args, j) &&
-            (rc = lines_arrived(op, j, &k, lines_of(part_bytes(&op->args)))) <= 0)
+            (rc = lines_arrived(op, j, &k, lines_of(part))) <= 0)
             goto waiting;
     }
     take(op);
