@@ -13,7 +13,7 @@
 #include "util/spinlock.h"
 
 #define SHM_LINE 64
-#define SHM_MAGIC 0x63686f7275736d33ULL   /* "chorusm3" */
+#define SHM_MAGIC 0x63686f7275736d34ULL   /* "chorusm4" */
 
 /*
  * The small-call areas (shm_ll.c): a call that fits carries its data on
@@ -33,8 +33,8 @@
  * back before it is SHM_LL_AHEAD steps ahead of its slowest peer.
  */
 #define SHM_LL_LINES 8
-#define SHM_LL_DEPTH 8
-#define SHM_LL_AHEAD 4
+#define SHM_LL_DEPTH 64
+#define SHM_LL_AHEAD 32
 _Static_assert(SHM_LL_AHEAD >= 1 && 2 * SHM_LL_AHEAD <= SHM_LL_DEPTH,
                "a rank may run SHM_LL_AHEAD steps ahead only with that many areas to spare");
 #define SHM_LL_DATA (SHM_LINE - 8)          /* data bytes of a line */
