@@ -13,7 +13,7 @@
 #include "util/spinlock.h"
 
 #define SHM_LINE 64
-#define SHM_MAGIC 0x63686f7275736d34ULL   /* "chorusm4" */
+#define SHM_MAGIC 0x63686f7275736d35ULL   /* "chorusm5" */
 
 /*
  * The small-call areas (shm_ll.c): a call that fits carries its data on
@@ -21,9 +21,11 @@
  * has the data in the same transfer. A line holds an 8-byte flag (a step
  * word: fingerprint tag and step) and 56 bytes of data; the first line's
  * data begins with the call's whole fingerprint. Each rank has
- * SHM_LL_DEPTH areas, used by step in turn. Parts of up to SHM_LL_BYTES
- * (440): beyond a few lines the copies in and out of the lines' pieces
- * cost more than the transfer they save (docs/PERFORMANCE.md).
+ * SHM_LL_DEPTH areas, used by step in turn. A broadcast's or an
+ * allgather's part may fill the area (SHM_LL_BYTES, 1784 bytes); a
+ * reduction's part only its first eight lines (SHM_LL_REDUCE_BYTES, 440):
+ * each part is copied out of its lines before the reduction, and beyond a
+ * few lines that costs more than the step it saves (docs/PERFORMANCE.md).
  *
  * A rank that reads nothing from some peers in a small call checks their
  * fingerprints of it up to SHM_LL_AHEAD steps later, so it may run that
@@ -32,7 +34,7 @@
  * (shm_ll.c). With twice SHM_LL_AHEAD areas, neither bound holds a rank
  * back before it is SHM_LL_AHEAD steps ahead of its slowest peer.
  */
-#define SHM_LL_LINES 8
+#define SHM_LL_LINES 32
 #define SHM_LL_DEPTH 64
 #define SHM_LL_AHEAD 32
 _Static_assert(SHM_LL_AHEAD >= 1 && 2 * SHM_LL_AHEAD <= SHM_LL_DEPTH,
@@ -40,6 +42,13 @@ _Static_assert(SHM_LL_AHEAD >= 1 && 2 * SHM_LL_AHEAD <= SHM_LL_DEPTH,
 #define SHM_LL_DATA (SHM_LINE - 8)          /* data bytes of a line */
 #define SHM_LL_FIRST (SHM_LL_DATA - 8)      /* of the first, after the fingerprint */
 #define SHM_LL_BYTES (SHM_LL_FIRST + (SHM_LL_LINES - 1) * SHM_LL_DATA)
+#define SHM_LL_REDUCE_BYTES (SHM_LL_FIRST + 7 * SHM_LL_DATA)
+
+/* The most bytes of a rank's part that a small call of coll carries. */
+static inline size_t shm_ll_limit(coll_type_t coll)
+{
+    return coll_type_reduces(coll) ? SHM_LL_REDUCE_BYTES : SHM_LL_BYTES;
+}
 
 typedef struct {
     _Atomic uint64_t flag;

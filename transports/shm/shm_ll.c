@@ -62,7 +62,7 @@ static size_t part_bytes(const coll_args_t *a)
 
 int shm_ll_fits(const coll_args_t *a)
 {
-    return part_bytes(a) <= SHM_LL_BYTES;
+    return part_bytes(a) <= shm_ll_limit(a->coll);
 }
 
 static shm_ll_line_t *area(const shm_node_t *node, int rank, uint64_t step)

@@ -126,7 +126,7 @@ static double ll(const shm_price_t *t, coll_type_t coll, double n)
 {
     shm_price_t once = *t;
 
-    if ((coll == COLL_ALLGATHER ? n / t->p : n) > SHM_LL_BYTES)
+    if ((coll == COLL_ALLGATHER ? n / t->p : n) > (double)shm_ll_limit(coll))
         return INFINITY;
     once.step = t->step / 2;
     once.slot = n > 1 ? n : 1;      /* one round */
