@@ -819,9 +819,9 @@ Test(node, team_variants_chosen)
     env_team(&env, 4, 0, 1);
     t = build_env(&env);
     cr_assert_str_eq(lookup_name(t, COLL_ALLREDUCE, 8), "shm_ll");
-    cr_assert_str_eq(lookup_name(t, COLL_ALLREDUCE, 440), "shm_ll");
+    cr_assert_str_eq(lookup_name(t, COLL_ALLREDUCE, 552), "shm_ll");
     /* Ranges start where the choice changes, not at the grid's next point. */
-    cr_assert_str_eq(lookup_name(t, COLL_ALLREDUCE, 441), "shm");
+    cr_assert_str_eq(lookup_name(t, COLL_ALLREDUCE, 553), "shm");
     /* A copy's part may fill the small-call area; a reduction's only its first lines. */
     cr_assert_str_eq(lookup_name(t, COLL_ALLGATHER, 4 * 1784), "shm_ll");
     cr_assert_str_eq(lookup_name(t, COLL_ALLGATHER, 4 * 1784 + 1), "shm");
@@ -831,8 +831,8 @@ Test(node, team_variants_chosen)
     cr_assert_str_eq(lookup_name(t, COLL_BROADCAST, 64), "shm_ll");
     cr_assert_str_eq(lookup_name(t, COLL_ALLGATHER, 4 * 110), "shm_ll");
     /* A reduce_scatter's part is its whole vector. */
-    cr_assert_str_eq(lookup_name(t, COLL_REDUCE_SCATTER, 440), "shm_ll");
-    cr_assert_str_eq(lookup_name(t, COLL_REDUCE_SCATTER, 441), "shm");
+    cr_assert_str_eq(lookup_name(t, COLL_REDUCE_SCATTER, 552), "shm_ll");
+    cr_assert_str_eq(lookup_name(t, COLL_REDUCE_SCATTER, 553), "shm");
     cr_assert_str_eq(lookup_name(t, COLL_ALLREDUCE, 16 << 10), "shm_slice");
     cr_assert_str_eq(lookup_name(t, COLL_ALLREDUCE, 64 << 20), "shm_slice");
     cr_assert_str_eq(lookup_name(t, COLL_BARRIER, 0), "shm");

@@ -23,9 +23,9 @@
  * data begins with the call's whole fingerprint. Each rank has
  * SHM_LL_DEPTH areas, used by step in turn. A broadcast's or an
  * allgather's part may fill the area (SHM_LL_BYTES, 1784 bytes); a
- * reduction's part only its first eight lines (SHM_LL_REDUCE_BYTES, 440):
- * each part is copied out of its lines before the reduction, and beyond a
- * few lines that costs more than the step it saves (docs/PERFORMANCE.md).
+ * reduction's part only its first ten lines (SHM_LL_REDUCE_BYTES, 552):
+ * each part is copied out of its lines before the reduction, and beyond
+ * that the copies cost more than the step saved (docs/PERFORMANCE.md).
  *
  * A rank that reads nothing from some peers in a small call checks their
  * fingerprints of it up to SHM_LL_AHEAD steps later, so it may run that
@@ -42,7 +42,7 @@ _Static_assert(SHM_LL_AHEAD >= 1 && 2 * SHM_LL_AHEAD <= SHM_LL_DEPTH,
 #define SHM_LL_DATA (SHM_LINE - 8)          /* data bytes of a line */
 #define SHM_LL_FIRST (SHM_LL_DATA - 8)      /* of the first, after the fingerprint */
 #define SHM_LL_BYTES (SHM_LL_FIRST + (SHM_LL_LINES - 1) * SHM_LL_DATA)
-#define SHM_LL_REDUCE_BYTES (SHM_LL_FIRST + 7 * SHM_LL_DATA)
+#define SHM_LL_REDUCE_BYTES (SHM_LL_FIRST + 9 * SHM_LL_DATA)
 
 /* The most bytes of a rank's part that a small call of coll carries. */
 static inline size_t shm_ll_limit(coll_type_t coll)

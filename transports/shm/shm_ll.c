@@ -25,7 +25,7 @@
  * a rank that only sends learns of it later. Allreduce, reduce, broadcast,
  * allgather and reduce_scatter have this form; a reduce_scatter's part is
  * its whole vector, of which each peer reads and reduces its own block, so
- * only vectors of up to SHM_LL_BYTES have it.
+ * only vectors of up to SHM_LL_REDUCE_BYTES have it.
  *
  * Area s % SHM_LL_DEPTH was last written at step s - SHM_LL_DEPTH. A peer
  * reads a step's area before it posts its next step, or checks it before
