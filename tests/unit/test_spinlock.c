@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "util/spinlock.h"
+#include "util/time.h"
 
 #define THREADS 4
 #define ROUNDS 200000
@@ -49,14 +50,6 @@ Test(spinlock, one_holder_at_a_time_and_no_update_lost)
     cr_assert_eq(s.overlap, 0, "%d times two threads held the lock at once", s.overlap);
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 typedef struct {
     chorus__spinlock_t *lock;
     double got_at;
@@ -67,7 +60,7 @@ static void *wait_for_lock(void *arg)
     waiter_t *w = arg;
 
     chorus__spin_lock(w->lock);
-    w->got_at = now_s();
+    w->got_at = chorus__now();
     chorus__spin_unlock(w->lock);
     return NULL;
 }
@@ -87,7 +80,7 @@ Test(spinlock, waiters_get_it_after_a_sleeping_holder)
         cr_assert_eq(pthread_create(&t[i], NULL, wait_for_lock, &w[i]), 0);
     }
     nanosleep(&nap, NULL);
-    released = now_s();
+    released = chorus__now();
     chorus__spin_unlock(&lock);
     for (int i = 0; i < THREADS; i++) {
         pthread_join(t[i], NULL);
