@@ -5,15 +5,6 @@
 /* Polls of a taken lock before the thread yields its core. */
 #define SPINLOCK_POLLS 128
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
-
 void chorus__spin_lock_wait(chorus__spinlock_t *l)
 {
     for (;;) {
@@ -23,7 +14,7 @@ void chorus__spin_lock_wait(chorus__spinlock_t *l)
             if (atomic_load_explicit(&l->taken, memory_order_relaxed) == 0 &&
                 atomic_exchange_explicit(&l->taken, 1, memory_order_acquire) == 0)
                 return;
-            cpu_relax();
+            chorus__cpu_relax();
         }
         sched_yield();
     }

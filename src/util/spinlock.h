@@ -20,6 +20,16 @@ typedef struct {
     atomic_int taken;
 } chorus__spinlock_t;
 
+/* The CPU's hint that this thread polls memory in a loop (a pause on x86). */
+static inline void chorus__cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
 /* Zeroed memory (calloc) is a free lock too. */
 #define CHORUS__SPINLOCK_INIT {0}
 

@@ -28,15 +28,9 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define shm_pause() _mm_pause()
-#else
-#define shm_pause() ((void)0)
-#endif
-
 #include "transports/shm/shm_internal.h"
 #include "util/log.h"
+#include "util/spinlock.h"
 #include "util/time.h"
 
 /* Yields between the spin and the first sleep. */
@@ -198,7 +192,7 @@ void shm_spin_calibrate(shm_node_t *node)
 
     for (int i = 0; i < 256; i++) {
         (void)atomic_load(&node->ctrl[node->me]->step);
-        shm_pause();
+        chorus__cpu_relax();
     }
     node->poll_s = (chorus__now() - start) / 256;
     if (node->poll_s <= 0)
@@ -216,7 +210,7 @@ static int spin(shm_node_t *node, shm_ctrl_t *c, const _Atomic uint64_t *word, u
             spin_set(node, fmax(2.0 * (double)i, 0.875 * (double)node->spin));
             return 1;
         }
-        shm_pause();
+        chorus__cpu_relax();
     }
     return 0;
 }
