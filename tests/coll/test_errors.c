@@ -702,20 +702,26 @@ static int refuse_alike_rank(chorus_comm_t comm, int rank, int size, void *arg)
     return allreduce_exact(comm, rank, size);
 }
 
-static void run_refuse_alike(int shm)
+/* fn on every rank of jobs of lo..hi (at most 5) ranks over shm or TCP: each exits 0. */
+static void run_ranks_over(harness_rank_fn fn, int lo, int hi, int shm)
 {
-    for (int nranks = 2; nranks <= 5; nranks++) {
+    for (int nranks = lo; nranks <= hi; nranks++) {
         harness_opts_t opts = {.nranks = nranks, .timeout_s = 10, .deadline_s = 30,
                                .kill_rank = -1};
         int status[5] = {0};
 
         setenv("CHORUS_SHM", shm ? "1" : "0", 1);
-        cr_expect_eq(harness_run(&opts, refuse_alike_rank, NULL, status, NULL), 0,
+        cr_expect_eq(harness_run(&opts, fn, NULL, status, NULL), 0,
                      "%d ranks over %s: exit codes %d %d %d %d %d", nranks,
                      shm ? "shm" : "tcp", status[0], status[1], status[2], status[3],
                      status[4]);
         unsetenv("CHORUS_SHM");
     }
+}
+
+static void run_refuse_alike(int shm)
+{
+    run_ranks_over(refuse_alike_rank, 2, 5, shm);
 }
 
 Test(refused, alike_on_every_rank_keeps_the_communicator_shm, .timeout = 120)
@@ -889,17 +895,7 @@ static int repeat_changed_rank(chorus_comm_t comm, int rank, int size, void *arg
 
 static void run_repeat_changed(int shm)
 {
-    for (int nranks = 1; nranks <= 3; nranks++) {
-        harness_opts_t opts = {.nranks = nranks, .timeout_s = 10, .deadline_s = 30,
-                               .kill_rank = -1};
-        int status[3] = {0};
-
-        setenv("CHORUS_SHM", shm ? "1" : "0", 1);
-        cr_expect_eq(harness_run(&opts, repeat_changed_rank, NULL, status, NULL), 0,
-                     "%d ranks over %s: exit codes %d %d %d", nranks, shm ? "shm" : "tcp",
-                     status[0], status[1], status[2]);
-        unsetenv("CHORUS_SHM");
-    }
+    run_ranks_over(repeat_changed_rank, 1, 3, shm);
 }
 
 Test(refused, a_repeated_call_changed_in_one_argument_is_checked_again_shm, .timeout = 120)
