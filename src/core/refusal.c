@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/ctrl.h"
+#include "util/fence.h"
 #include "util/log.h"
 #include "util/spinlock.h"
 
@@ -70,6 +71,7 @@ struct chorus__refusal {
     refusal_note_t *owed;       /* learning notices of calls not yet posted here: shape owed */
     refusal_note_t *due;        /* shapes owed of calls now posted: the progress thread sends */
     atomic_int njoin;           /* notes in joined and non-stopping ones in mine */
+    int fence_ready;            /* the handlers' barrier stands for the calls' (outcome) */
     refusal_posted_t ring[REFUSAL_RING];
 };
 
@@ -102,6 +104,7 @@ chorus_status_t chorus__refusal_create(chorus_comm_t comm)
     comm->refusal = calloc(1, sizeof(*comm->refusal));
     if (comm->refusal == NULL)
         return CHORUS_ERR_NO_MEMORY;
+    comm->refusal->fence_ready = chorus__fence_ready(CHORUS__FENCE_PROCESS);
     return CHORUS_OK;
 }
 
@@ -510,10 +513,15 @@ chorus_status_t chorus__refusal_outcome(chorus_comm_t comm, uint64_t seq,
      * first; a notice's handler counts itself in njoin before it looks
      * whether the call is in flight (refusal_note_join). So when njoin is 0
      * after the store, any notice of seq comes later and finds it returned.
+     * Both sides store, then load: the handler's barrier stands for this
+     * one's where the process has them (chorus__fence_heavy), as notices are
+     * rare and calls many.
      */
-    if (inline_call)
-        atomic_store(&comm->inline_seq, CHORUS__NO_SEQ);
-    if (atomic_load(&rf->njoin) == 0)
+    if (inline_call) {
+        atomic_store_explicit(&comm->inline_seq, CHORUS__NO_SEQ, memory_order_release);
+        chorus__fence_light(rf->fence_ready);
+    }
+    if (atomic_load_explicit(&rf->njoin, memory_order_relaxed) == 0)
         return status;
     chorus__spin_lock(&rf->lock);
     while ((n = note_take(&rf->joined, seq)) != NULL) {
@@ -590,6 +598,12 @@ static refusal_reply_t refusal_note_join(chorus_comm_t comm, refusal_note_t *n,
     }
     /* Counted before the look at the calls in flight: see chorus__refusal_outcome. */
     atomic_fetch_add(&rf->njoin, 1);
+    if (rf->fence_ready && chorus__fence_heavy(CHORUS__FENCE_PROCESS) != 0) {
+        /* Registered, so it cannot fail; if it did, whether the call is over is unknown. */
+        chorus_error("rank %d: membarrier failed while a refusal notice of call #%llu was "
+                     "handled: %m", comm->rank, (unsigned long long)n->seq);
+        chorus__ctx_fail(comm->ctx, CHORUS_ERR_INTERNAL);
+    }
     posted = n->seq < atomic_load(&comm->next_seq);
     keep = !posted || chorus__call_in_flight(comm, n->seq);
     if (keep)

@@ -1,7 +1,8 @@
 /*
  * Shared-memory regions: what shm_region_create hands out (a memfd owned
  * by this user only, no file in /dev/shm), who may open it through /proc,
- * the token check of shm_node_create, and the slot-size bounds.
+ * the token check of shm_node_create, whether posts may skip their fence,
+ * and the slot-size bounds.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -17,6 +18,7 @@
 
 #include "lib/dev_shm.h"
 #include "transports/shm/shm_internal.h"
+#include "util/fence.h"
 
 #define NOBODY 65534
 
@@ -171,6 +173,58 @@ Test(shm_region, node_create_right_token)
 Test(shm_region, node_create_wrong_token_fails)
 {
     node_create_from_child(1);
+}
+
+/*
+ * A child that allows fenceless posts or not (child_fence) maps the
+ * parent's region as rank 0 of a two-rank node: its posts skip the fence
+ * only when both allow it and the kernel has node-wide barriers. Exit 0
+ * when fence_ready is as expected.
+ */
+static int child_fence(const shm_card_t *parent_card, int allow, int want)
+{
+    shm_config_t cfg = default_cfg();
+    shm_region_t *own = NULL;
+    shm_node_t *node = NULL;
+    shm_card_t cards[2];
+    int cma = -1, ready;
+
+    cfg.membarrier = allow;
+    if (shm_region_create(&cfg, &own, &cards[1]) != CHORUS_OK)
+        return CHILD_SETUP;
+    cards[0] = *parent_card;
+    if (shm_node_create(own, cards, 1, 2, &cfg, &node, &cma) != CHORUS_OK)
+        return CHILD_WRONG_STATUS;
+    ready = node->fence_ready;
+    shm_node_destroy(node);
+    return ready == want ? CHILD_OK : CHILD_WRONG_STATUS;
+}
+
+Test(shm_region, posts_skip_their_fence_only_where_every_rank_allows_it)
+{
+    int kernel = chorus__fence_ready(CHORUS__FENCE_NODE);
+
+    for (int parent = 0; parent < 2; parent++) {
+        for (int child = 0; child < 2; child++) {
+            shm_config_t cfg = default_cfg();
+            shm_region_t *region = NULL;
+            shm_card_t card;
+            int want = parent && child && kernel, rc;
+            pid_t pid;
+
+            cfg.membarrier = parent;
+            cr_assert_eq(shm_region_create(&cfg, &region, &card), CHORUS_OK);
+            pid = fork();
+            cr_assert_geq(pid, 0);
+            if (pid == 0)
+                _exit(child_fence(&card, child, want));
+            rc = wait_child(pid);
+            shm_region_destroy(region);
+            cr_expect_eq(rc, CHILD_OK, "CHORUS_SHM_MEMBARRIER %d here and %d there (kernel "
+                         "%s): fence_ready is not %d (child exit %d)", parent, child,
+                         kernel ? "has node-wide barriers" : "has none", want, rc);
+        }
+    }
 }
 
 /* Slot sizes out of bounds, given directly and through CHORUS_SHM_SLOT_SIZE. */

@@ -54,6 +54,7 @@ typedef struct {
     size_t nt_bytes;            /* CHORUS_SHM_NT_THRESHOLD */
     size_t spin;                /* CHORUS_SHM_SPIN */
     int cuda;                   /* CHORUS_SHM_CUDA */
+    int membarrier;             /* CHORUS_SHM_MEMBARRIER */
 } shm_config_t;
 
 extern const chorus__config_table_t shm_config_table;

@@ -34,6 +34,11 @@ static const chorus__config_var_t shm_vars[] = {
      "one's kernels reach, checked when the communicator is created (0: such calls are "
      "staged through host memory)",
      chorus__config_parse_bool, offsetof(shm_config_t, cuda)},
+    {"CHORUS_SHM_MEMBARRIER", "1",
+     "let a rank post its steps without a locked instruction: a peer that goes to sleep "
+     "on them makes every local rank's CPU pass a barrier instead (membarrier(2)); used "
+     "only when every local rank's kernel allows it (0: each post is a full fence)",
+     chorus__config_parse_bool, offsetof(shm_config_t, membarrier)},
 };
 
 const chorus__config_table_t shm_config_table = {

@@ -13,7 +13,7 @@
 #include "util/spinlock.h"
 
 #define SHM_LINE 64
-#define SHM_MAGIC 0x63686f7275736d35ULL   /* "chorusm5" */
+#define SHM_MAGIC 0x63686f7275736d36ULL   /* "chorusm6" */
 
 /*
  * The small-call areas (shm_ll.c): a call that fits carries its data on
@@ -118,7 +118,7 @@ typedef struct {
     uint64_t magic;
     uint8_t token[SHM_TOKEN_BYTES];
     int32_t pid;
-    uint32_t pad0;
+    uint32_t fence_ok;          /* the owner posts without a fence where peers allow (shm_sync.c) */
     uint64_t slot_bytes;
     uint64_t self_addr;         /* the owner's address of this header (single-copy probe) */
     char pad1[SHM_LINE - 48];
@@ -175,6 +175,7 @@ struct shm_node {
     size_t skipped_cap;
     _Atomic int broken;         /* a call failed part way: the counters are out of step */
     int dead_peer;              /* a local rank whose process is gone, or -1 */
+    int fence_ready;            /* every local rank registered for node-wide barriers */
     size_t spin_max;            /* polls before yielding at most (CHORUS_SHM_SPIN, or 0) */
     size_t spin;                /* polls before yielding now: learnt from recent waits */
     double poll_s;              /* seconds one poll takes (shm_spin_calibrate) */

@@ -15,6 +15,7 @@
 
 #include "transports/shm/shm_internal.h"
 #include "util/log.h"
+#include "util/fence.h"
 #include "util/sha256.h"
 
 /* Smallest slot: one cache line per rank of the largest node still fits a piece. */
@@ -59,6 +60,7 @@ chorus_status_t shm_region_create(const shm_config_t *cfg, shm_region_t **region
     if (chorus__random_bytes(r->ctrl->token, SHM_TOKEN_BYTES) != 0)
         goto err_unmap;
     r->ctrl->pid = (int32_t)getpid();
+    r->ctrl->fence_ok = cfg->membarrier && chorus__fence_ready(CHORUS__FENCE_NODE);
     r->ctrl->slot_bytes = slot;
     r->ctrl->self_addr = (uint64_t)(uintptr_t)r->ctrl;
     r->ctrl->magic = SHM_MAGIC;
@@ -178,6 +180,10 @@ chorus_status_t shm_node_create(shm_region_t *own, const shm_card_t *cards, int 
         return status;
     }
     node->dev = cards[local_rank].dev;
+    /* Posts skip their fence only where every peer that may sleep on them makes up for it. */
+    node->fence_ready = 1;
+    for (int j = 0; j < local_size; j++)
+        node->fence_ready &= node->ctrl[j]->fence_ok != 0;
     node->spin_max = node->spin = cfg->spin;
     shm_spin_calibrate(node);
     *cma_ok_p = cma_ok;

@@ -4,6 +4,10 @@
  * then yield, then sleep on the lagging peer's futex word, so that more
  * ranks than cores still make progress: a sleeper registers itself before
  * its last check, and a poster rings the bell only when someone sleeps.
+ * Each side stores, then loads the other's word, so each needs a full
+ * barrier between the two; posts are many and sleeps few, so where every
+ * local rank registered for membarrier(2) (node->fence_ready) the sleeper
+ * makes every local rank's CPU pass one, and a post is a plain store.
  *
  * How long to spin is learnt, within CHORUS_SHM_SPIN: twice what recent
  * waits took, growing at once after a long wait and shrinking by an eighth
@@ -30,6 +34,7 @@
 #include <unistd.h>
 #include "transports/shm/shm_internal.h"
 #include "util/log.h"
+#include "util/fence.h"
 #include "util/spinlock.h"
 #include "util/time.h"
 
@@ -49,7 +54,7 @@ static long futex(_Atomic uint32_t *word, int op, uint32_t val, const struct tim
 
 static void ring(shm_ctrl_t *c)
 {
-    if (atomic_load(&c->sleepers) != 0) {
+    if (atomic_load_explicit(&c->sleepers, memory_order_relaxed) != 0) {
         atomic_fetch_add(&c->bell, 1);
         futex(&c->bell, FUTEX_WAKE, INT_MAX, NULL);
     }
@@ -60,7 +65,10 @@ void shm_post(shm_node_t *node, uint32_t tag)
     shm_ctrl_t *c = node->ctrl[node->me];
 
     node->step++;
-    atomic_store(&c->step, ((uint64_t)(tag & 0xffff) << SHM_STEP_BITS) | node->step);
+    atomic_store_explicit(&c->step, ((uint64_t)(tag & 0xffff) << SHM_STEP_BITS) | node->step,
+                          memory_order_release);
+    /* The store before the look at the sleepers: a sleeper's barrier where it makes one. */
+    chorus__fence_light(node->fence_ready);
     ring(c);
 }
 
@@ -74,7 +82,7 @@ void shm_node_fail(shm_node_t *node, chorus_status_t status)
     c = node->ctrl[node->me];
     atomic_store(&node->broken, 1);
     atomic_compare_exchange_strong(&c->failed, &expected, (int32_t)status);
-    ring(c);
+    ring(c);    /* after a locked compare-and-swap: a full barrier either way */
 }
 
 /* A peer that gave up, or whose process is gone: every waiter stops at once. */
@@ -254,6 +262,13 @@ void shm_sleep(shm_node_t *node, int peer, const _Atomic uint64_t *word, uint64_
     gave_up = learn ? chorus__now() : 0;
     if (!yield(c, word, step, learn, &shared)) {
         atomic_fetch_add(&c->sleepers, 1);
+        /* The peer's post skipped its barrier: this one stands for it. Without it, do not
+         * sleep (a post may have missed this sleeper); the caller polls again. */
+        if (node->fence_ready && chorus__fence_heavy(CHORUS__FENCE_NODE) != 0) {
+            atomic_fetch_sub(&c->sleepers, 1);
+            sched_yield();
+            return;
+        }
         bell = atomic_load(&c->bell);
         /* Gone, and without the step: a peer may post it and leave while the futex times out. */
         if (!peer_moved(c, word, step) && futex(&c->bell, FUTEX_WAIT, bell, &ts) != 0 &&
