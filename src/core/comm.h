@@ -116,6 +116,17 @@ struct chorus_comm {
         size_t bytes;
         const coll_alg_t *alg;
     } select_memo;
+    /*
+     * The task of the last call, when it ran in the calling thread, ended
+     * well and its kind can run again (chorus__task_again): a call that
+     * repeats it, buffers and all, reuses it instead of building one
+     * (request.c). Any other call finalizes it first; so does destroy.
+     */
+    struct {
+        chorus__task_t *task;   /* NULL: none */
+        const coll_alg_t *alg;
+        coll_args_t args;
+    } kept;
     chorus__stall_t *stall;     /* stall reports (progress thread) */
     char trace_via[40];         /* "NET+TEAM": who serves calls that use the node team (tracing) */
     chorus__refusal_t *refusal; /* calls refused for their arguments (refusal.h) */
@@ -229,6 +240,8 @@ chorus_status_t chorus__call_compressed(chorus_comm_t comm, const coll_args_t *a
 /* Run an internal call with alg in the setup space and wait for it. */
 chorus_status_t chorus__call_setup(chorus_comm_t comm, const coll_args_t *args,
                                    const coll_alg_t *alg);
+/* Finalize the kept task (comm->kept), if any: before the teams go. */
+void chorus__call_forget(chorus_comm_t comm);
 /* Over: complete it (progress thread, or the inline path). */
 void chorus__request_complete(chorus_request_t req, chorus_status_t status);
 

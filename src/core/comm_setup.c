@@ -299,6 +299,7 @@ chorus_status_t chorus__comm_setup(chorus_comm_t comm)
 
 void chorus__comm_teardown(chorus_comm_t comm)
 {
+    chorus__call_forget(comm);
     if (comm->env.node_team != NULL)
         comm->node_team.ops->team_destroy(comm->node_team.team);
     comm->env.node_team = NULL;

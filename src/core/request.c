@@ -201,6 +201,43 @@ static chorus_status_t call_task(chorus_comm_t comm, const coll_args_t *args,
     return CHORUS_OK;
 }
 
+/*
+ * The kept task (comm->kept) re-armed for a call that repeats it: args
+ * alike to the field, the same algorithm, and a call that may reuse it
+ * (repeatable). NULL when there is none for this call; a kept task of
+ * another call is finalized then, so that its team gets its spare back.
+ */
+static chorus__task_t *kept_take(chorus_comm_t comm, const coll_args_t *args,
+                                 const coll_alg_t *alg, int repeatable)
+{
+    chorus__task_t *task = comm->kept.task;
+
+    if (task == NULL)
+        return NULL;
+    comm->kept.task = NULL;
+    if (repeatable && comm->kept.alg == alg && coll_args_same(&comm->kept.args, args) &&
+        chorus__task_again(task) == 0)
+        return task;
+    chorus__task_finalize(task);
+    return NULL;
+}
+
+/* Keep the task of a call that ran here and ended well, where its kind can run again. */
+static void kept_put(chorus_comm_t comm, chorus__task_t *task, const coll_alg_t *alg,
+                     const coll_args_t *args)
+{
+    chorus__task_unhold(task);
+    comm->kept.task = task;
+    comm->kept.alg = alg;
+    comm->kept.args = *args;
+}
+
+void chorus__call_forget(chorus_comm_t comm)
+{
+    chorus__task_finalize(comm->kept.task);
+    comm->kept.task = NULL;
+}
+
 /* The calling thread runs the call; after a moment the progress thread takes it over. */
 static chorus_status_t call_inline(chorus_comm_t comm, const coll_args_t *args,
                                    const coll_alg_t *alg, const char *via, chorus__task_t *task,
@@ -262,7 +299,11 @@ static chorus_status_t call_inline(chorus_comm_t comm, const coll_args_t *args,
         chorus__wait_hook_run(started);
     }
     status = chorus__refusal_outcome(comm, seq, status, 1);
-    chorus__task_finalize(task);
+    /* A traced call names its task in the trace: each one is built anew. */
+    if (status == CHORUS_OK && task->ops->again != NULL && ctx->trace == NULL)
+        kept_put(comm, task, alg, args);
+    else
+        chorus__task_finalize(task);
     if (ctx->trace != NULL)
         chorus__trace_call(comm, coll_type_name(args->coll), args, alg->name, via, seq, 0,
                            started, status);
@@ -291,7 +332,9 @@ static chorus_status_t call_post(chorus_comm_t comm, const coll_args_t *args,
 
     chorus__spin_lock(&comm->post_lock);
     seq = setup ? comm->setup_seq : atomic_load(&comm->next_seq);
-    status = call_task(comm, run, alg, seq, setup, &task, &via);
+    /* Only a blocking call can be run here, and so kept: only such a call reuses one. */
+    task = kept_take(comm, run, alg, blocking && !setup && staged == NULL);
+    status = task != NULL ? CHORUS_OK : call_task(comm, run, alg, seq, setup, &task, &via);
     if (status == CHORUS_OK && staged != NULL) {
         task = coll_staged_task(staged, task);
         staged = NULL;

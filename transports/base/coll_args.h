@@ -83,6 +83,17 @@ typedef struct {
 #define COLL_DEV_SEND 1u
 #define COLL_DEV_RECV 2u
 
+/* Every field alike: the same call, buffers and all. */
+static inline int coll_args_same(const coll_args_t *a, const coll_args_t *b)
+{
+    return a->coll == b->coll && a->sendbuf == b->sendbuf && a->recvbuf == b->recvbuf &&
+           a->count == b->count && a->dtype == b->dtype && a->op == b->op &&
+           a->root == b->root && a->rank == b->rank && a->size == b->size &&
+           a->chunk_bytes == b->chunk_bytes && a->mem == b->mem && a->counts == b->counts &&
+           a->displs == b->displs && a->stream == b->stream && a->dev_bufs == b->dev_bufs &&
+           a->dev_call == b->dev_call;
+}
+
 /* Elements of rank j's block: counts[j] in a v-form, else count. */
 static inline size_t coll_args_block(const coll_args_t *a, int j)
 {

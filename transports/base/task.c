@@ -71,6 +71,23 @@ void chorus__task_hold(chorus__task_t *task, const void *sendbuf, const void *re
     task->held[1] = chorus__shared_hold(recvbuf);
 }
 
+void chorus__task_unhold(chorus__task_t *task)
+{
+    chorus__shared_release(task->held[0]);
+    chorus__shared_release(task->held[1]);
+    task->held[0] = task->held[1] = NULL;
+}
+
+int chorus__task_again(chorus__task_t *task)
+{
+    if (task->ops->again == NULL || task->state != CHORUS__TASK_DONE ||
+        task->status != CHORUS_OK || task->ops->again(task) != 0)
+        return -1;
+    task->state = CHORUS__TASK_NEW;
+    task->failed_peer = -1;
+    return 0;
+}
+
 void chorus__task_finalize(chorus__task_t *task)
 {
     if (task == NULL)

@@ -57,6 +57,13 @@ typedef struct {
      * what served it (a static string), once over; NULL when it did not choose.
      */
     const char *(*served_by)(const chorus__task_t *task);
+    /*
+     * Optional. For a task that is over and succeeded: make it the task of
+     * the same call once more (every argument and buffer alike), as its
+     * constructor would, turns included. 0: done; otherwise the task is as
+     * it was, to be finalized.
+     */
+    int (*again)(chorus__task_t *task);
 } chorus__task_ops_t;
 
 enum { CHORUS__TASK_NEW = 0, CHORUS__TASK_POSTED, CHORUS__TASK_DONE };
@@ -102,6 +109,14 @@ void chorus__task_fail(chorus__task_t *task, chorus_status_t status);
 /* Hold the shareable allocations that sendbuf and recvbuf lie in (either may be NULL). */
 void chorus__task_hold(chorus__task_t *task, const void *sendbuf, const void *recvbuf);
 void chorus__task_finalize(chorus__task_t *task);
+/* Give back what chorus__task_hold held, for a task kept over rather than finalized. */
+void chorus__task_unhold(chorus__task_t *task);
+/*
+ * again() of a task kept over after it succeeded: a new task of the same
+ * call, its head as chorus__task_init left it. 0 when the kind could,
+ * else the task must be finalized.
+ */
+int chorus__task_again(chorus__task_t *task);
 /* served_by() where the kind has one, else NULL. */
 const char *chorus__task_served_by(const chorus__task_t *task);
 

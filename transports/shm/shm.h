@@ -103,7 +103,11 @@ void shm_node_destroy(shm_node_t *node);
 /* Tell the local peers that this rank gave up (their waits end with PEER_FAILED). */
 void shm_node_fail(shm_node_t *node, chorus_status_t status);
 
-/* One collective on the node, driven by shm_op_progress. */
+/*
+ * One collective on the node, driven by shm_op_progress. A field of the
+ * call's progress (from ticket on) that a new call starts afresh is reset
+ * by op_restart too (shm_coll.c), where a call of a known shape begins.
+ */
 typedef struct {
     shm_node_t *node;
     coll_args_t args;
@@ -150,6 +154,11 @@ void shm_op_init(shm_op_t *op, shm_node_t *node, const coll_args_t *args,
 int shm_op_same_shape(const shm_op_t *op, const coll_args_t *args, shm_kind_t kind);
 /* shm_op_init for such a call: what follows from the shape is kept from op. */
 void shm_op_again(shm_op_t *op, const coll_args_t *args);
+/*
+ * shm_op_init for the call op made last, buffers and all, once it is over:
+ * 0, or -1 for a call that cannot repeat so (a v-form, a device call).
+ */
+int shm_op_rearm(shm_op_t *op);
 /*
  * A call that will not run (skipped on every rank alike, or finalized
  * before it was posted): its turn is given up, from any thread, without

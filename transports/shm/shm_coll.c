@@ -126,29 +126,40 @@ int shm_op_same_shape(const shm_op_t *op, const coll_args_t *args, shm_kind_t ki
            args->dev_call == b->dev_call;
 }
 
+/*
+ * A call of a shape that ran before: its progress as shm_op_init leaves it,
+ * and the node's next turn. What the shape gives (fingerprint, form,
+ * rounds, sizes) is kept; the CUDA fields are never set outside SHM_CUDA,
+ * which no call repeats this way.
+ */
+static void op_restart(shm_op_t *op)
+{
+    op->ticket = take_ticket(op->node);
+    op->phase = PH_START;
+    op->base = 0;
+    op->wait_step = 0;
+    op->wait_peer = -1;
+    op->wait_word = NULL;
+    op->round = 0;
+    op->mem_marks = 0;
+    op->mem_agreed = 0;
+    op->mem_direct = 0;
+    op->ll_posted = 0;
+    op->ll_ready = 0;
+}
+
 void shm_op_again(shm_op_t *op, const coll_args_t *args)
 {
-    /* What the shape gives, kept; the rest as shm_op_init leaves it (written in place: a
-     * compound literal would build the whole op on the stack and copy it). */
-    shm_node_t *node = op->node;
-    shm_kind_t asked = op->asked, kind = op->kind;
-    uint64_t fp = op->fp;
-    uint32_t tag = op->tag;
-    size_t nrounds = op->nrounds, per = op->per, esize = op->esize, bytes = op->bytes;
-
-    memset(op, 0, sizeof(*op));
-    op->node = node;
     op->args = *args;
-    op->asked = asked;
-    op->kind = kind;
-    op->fp = fp;
-    op->tag = tag;
-    op->nrounds = nrounds;
-    op->per = per;
-    op->esize = esize;
-    op->bytes = bytes;
-    op->wait_peer = -1;
-    op->ticket = take_ticket(node);
+    op_restart(op);
+}
+
+int shm_op_rearm(shm_op_t *op)
+{
+    if (op->asked == SHM_CUDA || op->kind == SHM_CUDA || op->args.counts != NULL)
+        return -1;
+    op_restart(op);
+    return 0;
 }
 
 void shm_op_release(shm_op_t *op)

@@ -206,6 +206,11 @@ static void shm_task_finalize(chorus__task_t *task)
     spare_put(t->team, t);
 }
 
+static int shm_task_again(chorus__task_t *task)
+{
+    return shm_op_rearm(&task_of(task)->op);
+}
+
 /* A staging call whose buffers were chorus memory on every rank ran on them directly. */
 static const char *shm_task_served_by(const chorus__task_t *task)
 {
@@ -220,6 +225,7 @@ static const chorus__task_ops_t shm_task_ops = {
     .fail = shm_task_fail,
     .finalize = shm_task_finalize,
     .served_by = shm_task_served_by,
+    .again = shm_task_again,
 };
 
 /* A call this team cannot run as asked is refused before it takes a turn. */
