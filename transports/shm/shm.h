@@ -125,6 +125,9 @@ typedef struct {
     size_t per;                 /* staging: elements of each rank's part per round */
     size_t esize;
     size_t bytes;               /* the call's whole vector in bytes */
+    size_t ll_part;             /* SHM_LL: bytes of each rank's part (shm_ll_init) */
+    size_t ll_lines;            /* SHM_LL: the lines a part takes, the fingerprint's included */
+    int ll_reads_all;           /* SHM_LL: this rank reads every peer's part */
     uint64_t mem_marks;         /* staging: this rank's SHM_FP_* marks (shm_mem.c) */
     int mem_agreed;             /* staging: every rank's mark has been seen */
     int mem_direct;             /* every rank marked: it ran as a single-copy call */

@@ -106,6 +106,7 @@ void shm_op_init(shm_op_t *op, shm_node_t *node, const coll_args_t *args, shm_ki
     /* A small call is one step, or none when it moves nothing. */
     if (kind == SHM_LL) {
         op->nrounds = args->count > 0;
+        shm_ll_init(op);
         return;
     }
     op->per = op->esize ? round_elems(node, args->coll, op->esize) : 0;

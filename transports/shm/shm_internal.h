@@ -290,6 +290,8 @@ int shm_desc_check(const shm_node_t *node, const coll_args_t *a, uint64_t fp);
 
 /* Small calls on the lines of the areas (shm_ll.c): whether a call fits, and its steps. */
 int shm_ll_fits(const coll_args_t *a);
+/* What a small call's shape gives (op->ll_part, ll_lines, ll_reads_all), at its init. */
+void shm_ll_init(shm_op_t *op);
 int shm_ll_progress(shm_op_t *op);
 /*
  * Whether op must first check the small calls before it that returned

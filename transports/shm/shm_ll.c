@@ -89,19 +89,20 @@ static unsigned char *at(shm_ll_line_t *lines, size_t off, size_t *avail_p)
     return lines[1 + off / SHM_LL_DATA].data + off % SHM_LL_DATA;
 }
 
-/* Write this rank's part (part bytes, from part_bytes) and post the step. */
-static void put(shm_op_t *op, size_t part)
+/* Write this rank's part and post the step. */
+static void put(shm_op_t *op)
 {
     const coll_args_t *a = &op->args;
     shm_node_t *node = op->node;
     uint64_t step = op->base + 1;
     uint64_t flag = (uint64_t)(op->tag & 0xffff) << SHM_STEP_BITS | step;
     shm_ll_line_t *lines = area(node, node->me, step);
-    size_t bytes = coll_args_reads_send(a) ? part : 0, off = 0;
+    int sends = coll_args_reads_send(a);
+    size_t bytes = sends ? op->ll_part : 0, off = 0;
     const unsigned char *src = a->sendbuf;
 
     memcpy(lines[0].data, &op->fp, sizeof(op->fp));
-    for (size_t k = 0, n = lines_of(bytes); k < n; k++) {
+    for (size_t k = 0, n = sends ? op->ll_lines : 1; k < n; k++) {
         size_t avail, len;
         unsigned char *dst = at(lines, off, &avail);
 
@@ -135,6 +136,13 @@ static int reads_all(const coll_args_t *a, int n)
     return 1;
 }
 
+void shm_ll_init(shm_op_t *op)
+{
+    op->ll_part = part_bytes(&op->args);
+    op->ll_lines = lines_of(op->ll_part);
+    op->ll_reads_all = reads_all(&op->args, op->node->n);
+}
+
 /* A small call of this rank: which one, for the messages. */
 typedef struct {
     uint64_t step;
@@ -153,7 +161,7 @@ static int lines_arrived(shm_op_t *op, int j, const ll_call_t *k, size_t n)
 {
     shm_node_t *node = op->node;
     shm_ll_line_t *lines = area(node, j, k->step);
-    const char *which = k->earlier ? "an earlier call of this rank, a " : "this rank's ";
+    const char *which;
     uint64_t fp;
 
     /*
@@ -178,6 +186,7 @@ static int lines_arrived(shm_op_t *op, int j, const ll_call_t *k, size_t n)
                     op->wait_step = k->step;
                     return 0;
                 }
+                which = k->earlier ? "an earlier call of this rank, a " : "this rank's ";
                 chorus_error("local rank %d is in a different collective call at step %llu "
                              "(not a small call like %s%s): the ranks called collectives in "
                              "different orders or with different arguments" SHM_MISMATCH_HINT,
@@ -196,6 +205,7 @@ static int lines_arrived(shm_op_t *op, int j, const ll_call_t *k, size_t n)
     return 1;
 
 differs:
+    which = k->earlier ? "an earlier call of this rank, a " : "this rank's ";
     memcpy(&fp, lines[0].data, sizeof(fp));
     chorus_error("local rank %d called with other arguments than %s%s (call fingerprint "
                  "%016llx, this rank's %016llx): a different collective, count, type, op or "
@@ -266,6 +276,10 @@ static void copy_range(shm_op_t *op, int j, unsigned char *dst, size_t lo, size_
 {
     shm_ll_line_t *lines = area(op->node, j, op->base + 1);
 
+    if (hi <= SHM_LL_FIRST) {
+        memcpy(dst, lines[0].data + 8 + lo, hi - lo);
+        return;
+    }
     while (lo < hi) {
         size_t avail, len;
         const unsigned char *src = at(lines, lo, &avail);
@@ -346,7 +360,6 @@ int shm_ll_progress(shm_op_t *op)
 {
     shm_node_t *node = op->node;
     uint64_t step = op->base + 1;
-    size_t part = part_bytes(&op->args);
     ll_call_t k;
     int rc;
 
@@ -364,7 +377,7 @@ int shm_ll_progress(shm_op_t *op)
                 return rc;
             }
         }
-        put(op, part);
+        put(op);
         op->ll_posted = 1;
     }
     /*
@@ -378,11 +391,11 @@ int shm_ll_progress(shm_op_t *op)
         int j = op->ll_ready;
 
         if (j != node->me && reads_from(&op->args, j) &&
-            (rc = lines_arrived(op, j, &k, lines_of(part))) <= 0)
+            (rc = lines_arrived(op, j, &k, op->ll_lines)) <= 0)
             goto waiting;
     }
     take(op);
-    if (reads_all(&op->args, node->n)) {
+    if (op->ll_reads_all) {
         node->seen = step;
         return 1;
     }
