@@ -222,18 +222,30 @@ static chorus_status_t check_buffers(const coll_args_t *a, size_t send_elems,
     return CHORUS_OK;
 }
 
+/* Whether the buffers have the call's in-place layout. */
+static int in_place_layout(const coll_args_t *a)
+{
+    const char *sbuf = a->sendbuf, *rbuf = a->recvbuf;
+    /* Addresses are compared as integers: an absurd count, refused by the checks, must not
+       make pointer arithmetic overflow first. */
+    uintptr_t block = (uintptr_t)a->count * chorus_dtype_size(a->dtype);
+
+    /* The in-place layouts of allgather and reduce_scatter sit this rank's block in the other. */
+    if (a->coll == COLL_ALLGATHER)
+        return rbuf != NULL && (uintptr_t)sbuf == (uintptr_t)rbuf + block * (size_t)a->rank;
+    if (a->coll == COLL_REDUCE_SCATTER)
+        return sbuf != NULL && (uintptr_t)rbuf == (uintptr_t)sbuf + block * (size_t)a->rank;
+    return sbuf == rbuf;
+}
+
 /* Both checks; *shape_ok_p (may be NULL) tells whether the shape passed. */
 static chorus_status_t check_call(chorus_comm_t comm, coll_args_t *a,
                                   const chorus_opts_t *opts, char *why, size_t why_len,
                                   int *shape_ok_p)
 {
-    size_t esize = chorus_dtype_size(a->dtype), n = comm ? (size_t)comm->size : 1;
+    size_t n = comm ? (size_t)comm->size : 1;
     size_t elems[2], send_elems, recv_elems;
-    const char *sbuf = a->sendbuf, *rbuf = a->recvbuf;
-    /* The in-place tests compare addresses as integers: an absurd count, refused below, must
-       not make pointer arithmetic overflow first. */
-    uintptr_t block = (uintptr_t)a->count * esize;
-    int in_place = sbuf == rbuf, send_here, recv_here;
+    int in_place, send_here, recv_here;
     chorus_status_t status;
 
     if (comm != NULL) {
@@ -244,11 +256,7 @@ static chorus_status_t check_call(chorus_comm_t comm, coll_args_t *a,
     coll_args_elems(a, n, elems);
     send_elems = elems[0];
     recv_elems = elems[1];
-    /* The in-place layouts of allgather and reduce_scatter sit this rank's block in the other. */
-    if (a->coll == COLL_ALLGATHER)
-        in_place = rbuf != NULL && (uintptr_t)sbuf == (uintptr_t)rbuf + block * (size_t)a->rank;
-    else if (a->coll == COLL_REDUCE_SCATTER)
-        in_place = sbuf != NULL && (uintptr_t)rbuf == (uintptr_t)sbuf + block * (size_t)a->rank;
+    in_place = in_place_layout(a);
     send_here = coll_args_reads_send(a);
     recv_here = coll_args_writes_recv(a);
     status = check_shape(comm, a, opts, send_elems, recv_elems, send_here, recv_here, why,
@@ -271,23 +279,56 @@ chorus_status_t chorus__check_call(chorus_comm_t comm, coll_args_t *a,
 }
 
 /*
+ * The checks of a call whose shape passed that depend on its buffers: that
+ * they fit in the address space, are there where the call needs them and
+ * overlap only in the in-place layout. 1 when they pass.
+ */
+static int buffers_pass(const coll_args_t *a)
+{
+    size_t esize = chorus_dtype_size(a->dtype), elems[2];
+    int send_here = coll_args_reads_send(a), recv_here = coll_args_writes_recv(a);
+    char why[8];
+
+    coll_args_elems(a, (size_t)a->size, elems);
+    return chorus__mem_fits(send_here ? a->sendbuf : NULL, elems[0] * esize) &&
+           chorus__mem_fits(recv_here ? a->recvbuf : NULL, elems[1] * esize) &&
+           check_buffers(a, elems[0], elems[1], send_here, recv_here, in_place_layout(a), why,
+                         sizeof(why)) == CHORUS_OK;
+}
+
+/*
  * A call that repeats the communicator's last checked one (comm->call_memo)
  * in its every argument, without opts, gets that call's checked arguments in
- * *a: the checks would give the same answers. The memo is kept only where
- * they hold for a later call alike: no opts, and a process without CUDA
- * devices, whose buffers are host memory without a lookup.
+ * *a: the checks would give the same answers. One that repeats it in all
+ * but its buffers gets them too once its buffers pass their own checks; one
+ * whose buffers fail them is checked in full, which says why. The memo is
+ * kept only where the answers hold for a later call alike: no opts, and a
+ * process without CUDA devices, whose buffers are host memory without a
+ * lookup.
  */
 static int call_memo_hit(chorus_comm_t comm, coll_args_t *a, const chorus_opts_t *opts)
 {
-    const coll_args_t *g;
+    coll_args_t *g, c;
 
     if (comm == NULL || opts != NULL)
         return 0;
     g = &comm->call_memo.given;
-    if (g->coll != a->coll || g->sendbuf != a->sendbuf || g->recvbuf != a->recvbuf ||
-        g->count != a->count || g->dtype != a->dtype || g->op != a->op || g->root != a->root)
+    if (g->coll != a->coll || g->count != a->count || g->dtype != a->dtype || g->op != a->op ||
+        g->root != a->root)
         return 0;
-    *a = comm->call_memo.checked;
+    if (g->sendbuf == a->sendbuf && g->recvbuf == a->recvbuf) {
+        *a = comm->call_memo.checked;
+        return 1;
+    }
+    c = comm->call_memo.checked;
+    c.sendbuf = a->sendbuf;
+    c.recvbuf = a->recvbuf;
+    if (!buffers_pass(&c))
+        return 0;
+    g->sendbuf = c.sendbuf;
+    g->recvbuf = c.recvbuf;
+    comm->call_memo.checked = c;
+    *a = c;
     return 1;
 }
 

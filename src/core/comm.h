@@ -119,8 +119,9 @@ struct chorus_comm {
     /*
      * The task of the last call, when it ran in the calling thread, ended
      * well and its kind can run again (chorus__task_again): a call that
-     * repeats it, buffers and all, reuses it instead of building one
-     * (request.c). Any other call finalizes it first; so does destroy.
+     * repeats it in every argument but the buffers reuses it instead of
+     * building one (request.c). Any other call finalizes it first; so does
+     * destroy.
      */
     struct {
         chorus__task_t *task;   /* NULL: none */

@@ -203,9 +203,10 @@ static chorus_status_t call_task(chorus_comm_t comm, const coll_args_t *args,
 
 /*
  * The kept task (comm->kept) re-armed for a call that repeats it: args
- * alike to the field, the same algorithm, and a call that may reuse it
- * (repeatable). NULL when there is none for this call; a kept task of
- * another call is finalized then, so that its team gets its spare back.
+ * alike to the field but for the buffers, the same algorithm, and a call
+ * that may reuse it (repeatable). NULL when there is none for this call; a
+ * kept task of another call is finalized then, so that its team gets its
+ * spare back.
  */
 static chorus__task_t *kept_take(chorus_comm_t comm, const coll_args_t *args,
                                  const coll_alg_t *alg, int repeatable)
@@ -215,8 +216,8 @@ static chorus__task_t *kept_take(chorus_comm_t comm, const coll_args_t *args,
     if (task == NULL)
         return NULL;
     comm->kept.task = NULL;
-    if (repeatable && comm->kept.alg == alg && coll_args_same(&comm->kept.args, args) &&
-        chorus__task_again(task) == 0)
+    if (repeatable && comm->kept.alg == alg && coll_args_same_shape(&comm->kept.args, args) &&
+        chorus__task_again(task, args->sendbuf, args->recvbuf) == 0)
         return task;
     chorus__task_finalize(task);
     return NULL;

@@ -1,9 +1,10 @@
 /*
  * Calls that repeat the last one: a blocking call run in the calling
- * thread keeps its task, and the next call that repeats it to the last
- * argument and buffer runs it again (request.c). Every such call gives the
- * exact answer for the inputs it finds, whatever came between: the same
- * call, another one (which gets a task of its own), a non-blocking call of
+ * thread keeps its task, and the next call that repeats it in every
+ * argument but the buffers runs it again (request.c). Every such call gives
+ * the exact answer for the inputs it finds, in the buffers it names,
+ * whatever came between: the same call, the same on other buffers, another
+ * one (which gets a task of its own), a non-blocking call of
  * the same arguments, calls on chorus_mem_alloc memory (freed once the
  * calls are over), small calls and staged ones, on the node team and over
  * TCP, with node-wide barriers and without them.
@@ -149,22 +150,26 @@ static int run_kind(chorus_comm_t comm, int rank, int size, kind_t kind, int k, 
 }
 
 /*
- * Each kind three times in a row, then every kind in turn twice over (each
- * call a repeat of none before it), then a blocking call, the same call
- * non-blocking, and the blocking one again, then the same with one element
- * fewer (the same algorithm and buffers: a call that is no repeat).
+ * Each kind three times in a row, then on two sets of buffers in turn (a
+ * repeat on other buffers each time), then every kind in turn twice over
+ * (each call a repeat of none before it), then a blocking call, the same
+ * call non-blocking, and the blocking one again, then the same with one
+ * element fewer (the same algorithm and buffers: a call that is no repeat).
  */
 static int repeat_rank(chorus_comm_t comm, int rank, int size, void *arg)
 {
-    bufs_t *b = calloc(1, sizeof(*b));
+    bufs_t *b = calloc(2, sizeof(*b));
     int k = 0, rc = RC_OK;
 
     (void)arg;
     if (b == NULL)
         return RC_SETUP;
-    for (int kind = 0; kind < K_KINDS && rc == RC_OK; kind++)
+    for (int kind = 0; kind < K_KINDS && rc == RC_OK; kind++) {
         for (int i = 0; i < 3 && rc == RC_OK; i++)
             rc = run_kind(comm, rank, size, (kind_t)kind, k++, b, 1);
+        for (int i = 0; i < 4 && rc == RC_OK; i++)
+            rc = run_kind(comm, rank, size, (kind_t)kind, k++, &b[i % 2], 1);
+    }
     for (int i = 0; i < 2 * K_KINDS && rc == RC_OK; i++)
         rc = run_kind(comm, rank, size, (kind_t)(i % K_KINDS), k++, b, 1);
     for (int large = 0; large < 2 && rc == RC_OK; large++) {

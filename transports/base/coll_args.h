@@ -83,11 +83,10 @@ typedef struct {
 #define COLL_DEV_SEND 1u
 #define COLL_DEV_RECV 2u
 
-/* Every field alike: the same call, buffers and all. */
-static inline int coll_args_same(const coll_args_t *a, const coll_args_t *b)
+/* Every field alike but the buffers: the same call, maybe on other memory. */
+static inline int coll_args_same_shape(const coll_args_t *a, const coll_args_t *b)
 {
-    return a->coll == b->coll && a->sendbuf == b->sendbuf && a->recvbuf == b->recvbuf &&
-           a->count == b->count && a->dtype == b->dtype && a->op == b->op &&
+    return a->coll == b->coll && a->count == b->count && a->dtype == b->dtype && a->op == b->op &&
            a->root == b->root && a->rank == b->rank && a->size == b->size &&
            a->chunk_bytes == b->chunk_bytes && a->mem == b->mem && a->counts == b->counts &&
            a->displs == b->displs && a->stream == b->stream && a->dev_bufs == b->dev_bufs &&

@@ -78,10 +78,10 @@ void chorus__task_unhold(chorus__task_t *task)
     task->held[0] = task->held[1] = NULL;
 }
 
-int chorus__task_again(chorus__task_t *task)
+int chorus__task_again(chorus__task_t *task, const void *sendbuf, void *recvbuf)
 {
     if (task->ops->again == NULL || task->state != CHORUS__TASK_DONE ||
-        task->status != CHORUS_OK || task->ops->again(task) != 0)
+        task->status != CHORUS_OK || task->ops->again(task, sendbuf, recvbuf) != 0)
         return -1;
     task->state = CHORUS__TASK_NEW;
     task->failed_peer = -1;

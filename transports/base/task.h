@@ -59,11 +59,11 @@ typedef struct {
     const char *(*served_by)(const chorus__task_t *task);
     /*
      * Optional. For a task that is over and succeeded: make it the task of
-     * the same call once more (every argument and buffer alike), as its
-     * constructor would, turns included. 0: done; otherwise the task is as
-     * it was, to be finalized.
+     * the same call once more (every argument alike) on sendbuf and recvbuf,
+     * as its constructor would, turns included. 0: done; otherwise the task
+     * is as it was, to be finalized.
      */
-    int (*again)(chorus__task_t *task);
+    int (*again)(chorus__task_t *task, const void *sendbuf, void *recvbuf);
 } chorus__task_ops_t;
 
 enum { CHORUS__TASK_NEW = 0, CHORUS__TASK_POSTED, CHORUS__TASK_DONE };
@@ -113,10 +113,10 @@ void chorus__task_finalize(chorus__task_t *task);
 void chorus__task_unhold(chorus__task_t *task);
 /*
  * again() of a task kept over after it succeeded: a new task of the same
- * call, its head as chorus__task_init left it. 0 when the kind could,
- * else the task must be finalized.
+ * call on these buffers, its head as chorus__task_init left it. 0 when the
+ * kind could, else the task must be finalized.
  */
-int chorus__task_again(chorus__task_t *task);
+int chorus__task_again(chorus__task_t *task, const void *sendbuf, void *recvbuf);
 /* served_by() where the kind has one, else NULL. */
 const char *chorus__task_served_by(const chorus__task_t *task);
 

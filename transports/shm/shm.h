@@ -158,10 +158,10 @@ int shm_op_same_shape(const shm_op_t *op, const coll_args_t *args, shm_kind_t ki
 /* shm_op_init for such a call: what follows from the shape is kept from op. */
 void shm_op_again(shm_op_t *op, const coll_args_t *args);
 /*
- * shm_op_init for the call op made last, buffers and all, once it is over:
- * 0, or -1 for a call that cannot repeat so (a v-form, a device call).
+ * shm_op_init for the call op made last, on sendbuf and recvbuf, once it is
+ * over: 0, or -1 for a call that cannot repeat so (a v-form, a device call).
  */
-int shm_op_rearm(shm_op_t *op);
+int shm_op_rearm(shm_op_t *op, const void *sendbuf, void *recvbuf);
 /*
  * A call that will not run (skipped on every rank alike, or finalized
  * before it was posted): its turn is given up, from any thread, without

@@ -155,10 +155,12 @@ void shm_op_again(shm_op_t *op, const coll_args_t *args)
     op_restart(op);
 }
 
-int shm_op_rearm(shm_op_t *op)
+int shm_op_rearm(shm_op_t *op, const void *sendbuf, void *recvbuf)
 {
     if (op->asked == SHM_CUDA || op->kind == SHM_CUDA || op->args.counts != NULL)
         return -1;
+    op->args.sendbuf = sendbuf;
+    op->args.recvbuf = recvbuf;
     op_restart(op);
     return 0;
 }

@@ -206,9 +206,9 @@ static void shm_task_finalize(chorus__task_t *task)
     spare_put(t->team, t);
 }
 
-static int shm_task_again(chorus__task_t *task)
+static int shm_task_again(chorus__task_t *task, const void *sendbuf, void *recvbuf)
 {
-    return shm_op_rearm(&task_of(task)->op);
+    return shm_op_rearm(&task_of(task)->op, sendbuf, recvbuf);
 }
 
 /* A staging call whose buffers were chorus memory on every rank ran on them directly. */
