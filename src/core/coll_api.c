@@ -297,20 +297,34 @@ static int buffers_pass(const coll_args_t *a)
 }
 
 /*
+ * opts that say nothing beyond the defaults (NULL, or a valid struct with
+ * no flags, priority 0, mem_type AUTO and no stream): the call is checked
+ * as without them.
+ */
+static int opts_plain(const chorus_opts_t *opts)
+{
+    return opts == NULL ||
+           (opts->struct_size >= sizeof(size_t) && chorus__opts_flags(opts) == 0 &&
+            (opts->struct_size < offsetof(chorus_opts_t, priority) + sizeof(opts->priority) ||
+             opts->priority == 0) &&
+            chorus__opts_mem(opts) == CHORUS_MEM_AUTO && chorus__opts_stream(opts) == NULL);
+}
+
+/*
  * A call that repeats the communicator's last checked one (comm->call_memo)
- * in its every argument, without opts, gets that call's checked arguments in
+ * in its every argument, without opts (or with plain ones), gets that call's checked arguments in
  * *a: the checks would give the same answers. One that repeats it in all
  * but its buffers gets them too once its buffers pass their own checks; one
  * whose buffers fail them is checked in full, which says why. The memo is
- * kept only where the answers hold for a later call alike: no opts, and a
- * process without CUDA devices, whose buffers are host memory without a
+ * kept only where the answers hold for a later call alike: plain opts, and
+ * a process without CUDA devices, whose buffers are host memory without a
  * lookup.
  */
 static int call_memo_hit(chorus_comm_t comm, coll_args_t *a, const chorus_opts_t *opts)
 {
     coll_args_t *g, c;
 
-    if (comm == NULL || opts != NULL)
+    if (comm == NULL || !opts_plain(opts))
         return 0;
     g = &comm->call_memo.given;
     if (g->coll != a->coll || g->count != a->count || g->dtype != a->dtype || g->op != a->op ||
@@ -335,7 +349,7 @@ static int call_memo_hit(chorus_comm_t comm, coll_args_t *a, const chorus_opts_t
 static void call_memo_keep(chorus_comm_t comm, const coll_args_t *given,
                            const coll_args_t *checked, const chorus_opts_t *opts)
 {
-    if (opts != NULL || chorus__device_present())
+    if (!opts_plain(opts) || chorus__device_present())
         return;
     comm->call_memo.given = *given;
     comm->call_memo.checked = *checked;

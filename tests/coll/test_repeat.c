@@ -4,7 +4,9 @@
  * argument but the buffers runs it again (request.c). Every such call gives
  * the exact answer for the inputs it finds, in the buffers it names,
  * whatever came between: the same call, the same on other buffers, another
- * one (which gets a task of its own), a non-blocking call of
+ * one (which gets a task of its own), the same with options that say
+ * nothing (which are checked as none) or with bad ones (refused on every
+ * rank, and the call after is exact), a non-blocking call of
  * the same arguments, calls on chorus_mem_alloc memory (freed once the
  * calls are over), small calls and staged ones, on the node team and over
  * TCP, with node-wide barriers and without them.
@@ -16,7 +18,8 @@
 
 #include "harness.h"
 
-enum { RC_OK = 0, RC_FAILED = 20, RC_WRONG = 21, RC_FREE = 22, RC_SETUP = 23 };
+enum { RC_OK = 0, RC_FAILED = 20, RC_WRONG = 21, RC_FREE = 22, RC_SETUP = 23,
+       RC_ACCEPTED = 24 };
 
 #define SMALL 5             /* elements: the one-step small-call path */
 #define LARGE 3000          /* elements: 12000 bytes, staged */
@@ -186,6 +189,53 @@ static int repeat_rank(chorus_comm_t comm, int rank, int size, void *arg)
     return rc;
 }
 
+/*
+ * An allreduce repeated with options that say nothing beyond the defaults
+ * (checked as without options), then with bad options (struct_size 1, a
+ * priority, an unknown memory type), each refused on every rank, each
+ * followed by the plain call, exact.
+ */
+static int repeat_opts_rank(chorus_comm_t comm, int rank, int size, void *arg)
+{
+    bufs_t *b = calloc(1, sizeof(*b));
+    chorus_opts_t plain = CHORUS_OPTS_INIT, bad[3] = {CHORUS_OPTS_INIT, CHORUS_OPTS_INIT,
+                                                      CHORUS_OPTS_INIT};
+    int rc = RC_OK, k = 0;
+
+    (void)arg;
+    if (b == NULL)
+        return RC_SETUP;
+    bad[0].struct_size = 1;
+    bad[1].priority = 1;
+    bad[2].mem_type = 99;
+    for (int i = 0; i < 3 && rc == RC_OK; i++)
+        rc = run_kind(comm, rank, size, K_ALLREDUCE, k++, b, 1);
+    for (int i = 0; i < 3 && rc == RC_OK; i++) {
+        chorus_status_t st;
+
+        for (int j = 0; j < SMALL; j++)
+            b->send[j] = input(rank, (size_t)j, k);
+        st = chorus_allreduce(b->send, b->recv, SMALL, CHORUS_INT32, CHORUS_SUM, comm, &plain);
+        for (int j = 0; j < SMALL && st == CHORUS_OK && rc == RC_OK; j++)
+            if (b->recv[j] != input_sum(size, (size_t)j, k))
+                rc = RC_WRONG;
+        k++;
+        if (st != CHORUS_OK)
+            rc = RC_FAILED;
+        if (rc == RC_OK &&
+            chorus_allreduce(b->send, b->recv, SMALL, CHORUS_INT32, CHORUS_SUM, comm,
+                             &bad[i]) != CHORUS_ERR_INVALID_ARG) {
+            fprintf(stderr, "rank %d: bad options #%d after repeated calls were not refused\n",
+                    rank, i);
+            rc = RC_ACCEPTED;
+        }
+        if (rc == RC_OK)
+            rc = run_kind(comm, rank, size, K_ALLREDUCE, k++, b, 1);
+    }
+    free(b);
+    return rc;
+}
+
 /* Repeated calls on chorus_mem_alloc memory, which is free to go once they are over. */
 static int repeat_mem_rank(chorus_comm_t comm, int rank, int size, void *arg)
 {
@@ -236,7 +286,7 @@ static void run_jobs(harness_rank_fn fn, int lo, int hi, int shm, int barriers)
 
         cr_expect_eq(harness_run(&opts, fn, NULL, status, NULL), 0,
                      "%d ranks over %s (node-wide barriers %s): exit codes %d %d %d %d %d "
-                     "(20 failed, 21 wrong, 22 not freed, 23 setup)", n, shm ? "shm" : "tcp",
+                     "(20 failed, 21 wrong, 22 not freed, 23 setup, 24 accepted)", n, shm ? "shm" : "tcp",
                      barriers ? "on" : "off", status[0], status[1], status[2], status[3],
                      status[4]);
     }
@@ -257,6 +307,12 @@ Test(repeat, every_call_exact_shm_without_node_barriers, .timeout = 240)
 Test(repeat, every_call_exact_tcp, .timeout = 240)
 {
     run_jobs(repeat_rank, 2, 3, 0, 1);
+}
+
+Test(repeat, plain_options_checked_as_none_bad_ones_refused, .timeout = 120)
+{
+    run_jobs(repeat_opts_rank, 1, 3, 1, 1);
+    run_jobs(repeat_opts_rank, 2, 2, 0, 1);
 }
 
 Test(repeat, chorus_memory_free_after_repeated_calls, .timeout = 120)
