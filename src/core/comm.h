@@ -113,7 +113,8 @@ struct chorus_comm {
     struct {
         coll_type_t coll;       /* COLL_TYPE_COUNT: nothing yet */
         coll_mem_t mem;
-        size_t bytes;
+        size_t count;
+        chorus_dtype_t dtype;
         const coll_alg_t *alg;
     } select_memo;
     /*

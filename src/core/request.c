@@ -57,16 +57,19 @@ static void request_release(chorus_request_t req);
 /*
  * The selection table's algorithm for args (logged and NULL when there is
  * none). The table does not change once built: the last answer is kept for
- * a call of the same collective, memory and size (comm->select_memo).
+ * a call of the same collective, memory, count and type, not a v-form
+ * (comm->select_memo), whose size is the same.
  */
 static const coll_alg_t *call_select(chorus_comm_t comm, const coll_args_t *args)
 {
-    size_t bytes = coll_args_bytes(args);
+    size_t bytes;
     const coll_alg_t *alg;
 
     if (comm->select_memo.coll == args->coll && comm->select_memo.mem == args->mem &&
-        comm->select_memo.bytes == bytes)
+        comm->select_memo.count == args->count && comm->select_memo.dtype == args->dtype &&
+        args->counts == NULL)
         return comm->select_memo.alg;
+    bytes = coll_args_bytes(args);
     alg = coll_select_call(comm->select, args->coll, args->mem, bytes, comm->rank);
     if (alg == NULL) {
         chorus_error("rank %d: no algorithm runs %s of %zu bytes in %s memory", comm->rank,
@@ -74,9 +77,11 @@ static const coll_alg_t *call_select(chorus_comm_t comm, const coll_args_t *args
                      coll_mem_name(args->mem) ? coll_mem_name(args->mem) : "unknown");
         return NULL;
     }
-    comm->select_memo.coll = args->coll;
+    /* A v-form is not kept: its size lies in its counts. */
+    comm->select_memo.coll = args->counts == NULL ? args->coll : COLL_TYPE_COUNT;
     comm->select_memo.mem = args->mem;
-    comm->select_memo.bytes = bytes;
+    comm->select_memo.count = args->count;
+    comm->select_memo.dtype = args->dtype;
     comm->select_memo.alg = alg;
     return alg;
 }
