@@ -312,13 +312,13 @@ static int opts_plain(const chorus_opts_t *opts)
 
 /*
  * A call that repeats the communicator's last checked one (comm->call_memo)
- * in its every argument, without opts (or with plain ones), gets that call's checked arguments in
- * *a: the checks would give the same answers. One that repeats it in all
- * but its buffers gets them too once its buffers pass their own checks; one
- * whose buffers fail them is checked in full, which says why. The memo is
- * kept only where the answers hold for a later call alike: plain opts, and
- * a process without CUDA devices, whose buffers are host memory without a
- * lookup.
+ * in its every argument, with plain opts, gets that call's checked
+ * arguments in *a: the checks would give the same answers. One that repeats
+ * it in all but its buffers gets them too once its buffers pass their own
+ * checks; one whose buffers fail them is checked in full, which says why.
+ * The memo is kept only where the answers hold for a later call alike:
+ * plain opts, and a process without CUDA devices, whose buffers are host
+ * memory without a lookup.
  */
 static int call_memo_hit(chorus_comm_t comm, coll_args_t *a, const chorus_opts_t *opts)
 {
