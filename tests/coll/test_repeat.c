@@ -60,7 +60,9 @@ static int32_t input_sum(int size, size_t i, int k)
 static int run_kind(chorus_comm_t comm, int rank, int size, kind_t kind, int k, bufs_t *b,
                     int blocking)
 {
-    size_t count = kind == K_ALLREDUCE_LARGE ? LARGE : kind == K_ALLREDUCE_SHORT ? SMALL - 1 : SMALL;
+    size_t count = kind == K_ALLREDUCE_LARGE   ? LARGE
+                   : kind == K_ALLREDUCE_SHORT ? SMALL - 1
+                                               : SMALL;
     size_t total = count * (size_t)size;
     int root = size - 1;
     chorus_request_t req = NULL;
@@ -286,7 +288,8 @@ static void run_jobs(harness_rank_fn fn, int lo, int hi, int shm, int barriers)
 
         cr_expect_eq(harness_run(&opts, fn, NULL, status, NULL), 0,
                      "%d ranks over %s (node-wide barriers %s): exit codes %d %d %d %d %d "
-                     "(20 failed, 21 wrong, 22 not freed, 23 setup, 24 accepted)", n, shm ? "shm" : "tcp",
+                     "(20 failed, 21 wrong, 22 not freed, 23 setup, 24 accepted)", n,
+                     shm ? "shm" : "tcp",
                      barriers ? "on" : "off", status[0], status[1], status[2], status[3],
                      status[4]);
     }
