@@ -117,14 +117,9 @@ void shm_op_init(shm_op_t *op, shm_node_t *node, const coll_args_t *args, shm_ki
 
 int shm_op_same_shape(const shm_op_t *op, const coll_args_t *args, shm_kind_t kind)
 {
-    const coll_args_t *b = &op->args;
-
-    return kind == op->asked && kind != SHM_CUDA && args->counts == NULL && b->counts == NULL &&
-           args->coll == b->coll && args->count == b->count && args->dtype == b->dtype &&
-           args->op == b->op && args->root == b->root && args->rank == b->rank &&
-           args->size == b->size && args->chunk_bytes == b->chunk_bytes &&
-           args->mem == b->mem && args->stream == b->stream && args->dev_bufs == b->dev_bufs &&
-           args->dev_call == b->dev_call;
+    /* Neither a v-form: the field comparison then leaves only the buffers free. */
+    return kind == op->asked && kind != SHM_CUDA && args->counts == NULL &&
+           coll_args_same_shape(args, &op->args);
 }
 
 /*
