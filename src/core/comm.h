@@ -47,6 +47,7 @@ struct chorus_request {
     double stall_at;            /* next stall report, 0: none */
     int done;                   /* under ctx->lock */
     int orphaned;               /* freed by the user before completion: the progress thread frees it */
+    int drive;                  /* a blocking call, not woken for: its waiter drives it */
     chorus_status_t status;
     struct chorus_request *next;
 };

@@ -201,6 +201,7 @@ static void ctx_free(chorus__ctx_t *ctx)
     coll_pool_destroy(&ctx->scratch_pool);
     pthread_cond_destroy(&ctx->cond);
     pthread_mutex_destroy(&ctx->lock);
+    pthread_mutex_destroy(&ctx->engine);
     free(ctx);
 }
 
@@ -215,8 +216,9 @@ chorus_status_t chorus__ctx_create(const chorus__ctx_params_t *params, double ti
         return CHORUS_ERR_NO_MEMORY;
     ctx->rank = params->rank;
     ctx->size = params->size;
-    ctx->epoll_fd = ctx->wake_fd = -1;
+    ctx->epoll_fd = ctx->drive_fd = ctx->wake_fd = ctx->drive_wake_fd = -1;
     pthread_mutex_init(&ctx->lock, NULL);
+    pthread_mutex_init(&ctx->engine, NULL);
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
     pthread_cond_init(&ctx->cond, &attr);

@@ -78,13 +78,26 @@ struct chorus__ctx {
     /* Progress thread and the queue user threads post to. */
     pthread_t thread;
     int thread_started;
-    int epoll_fd;
-    int wake_fd;                /* eventfd: new work, abort, stop */
+    /*
+     * Held by whoever runs the progress loop's turns, and so owns the
+     * requests in flight (active), the transports' progress and the
+     * control channel: the progress thread, or a thread that drives its
+     * blocking call (chorus__progress_drive). Taken before ctx->lock.
+     */
+    pthread_mutex_t engine;
+    int epoll_fd;               /* the progress thread's sleep: transports and wake_fd */
+    int drive_fd;               /* a driving thread's sleep: transports and drive_wake_fd */
+    int drive_wake_fd;          /* eventfd: new work or a fault while a thread drives */
+    atomic_int driving;         /* a thread drives its call now: wake-ups ring drive_wake_fd too */
+    int lent;                   /* the transports are out of epoll_fd, lent to drivers (engine) */
+    double lent_until;          /* when the progress thread takes them back (engine) */
+    int sleep_untimed;          /* the progress thread sleeps until told (set under engine) */
+    int wake_fd;                /* eventfd of the progress thread: new work, abort, stop, a loan */
     pthread_mutex_t lock;
     pthread_cond_t cond;        /* a request completed */
     struct chorus_request *queue_head;   /* posted, not yet taken by the progress thread */
     struct chorus_request *queue_tail;
-    struct chorus_request *active;       /* owned by the progress thread */
+    struct chorus_request *active;       /* owned by the engine's holder */
 
     /* Communicators over the context, and the spaces splits in progress reserved (under lock). */
     struct chorus_comm *comms;
@@ -148,6 +161,14 @@ static inline chorus_status_t chorus__ctx_error(chorus__ctx_t *ctx)
 chorus_status_t chorus__progress_start(chorus__ctx_t *ctx);
 void chorus__progress_stop(chorus__ctx_t *ctx);
 void chorus__progress_wake(chorus__ctx_t *ctx);
+/*
+ * Run the progress loop in this thread until req (posted by it, not woken
+ * for) is over, when the engine is free: 1. Its transports' events wake
+ * this thread, not the progress thread, meanwhile; the progress thread
+ * goes on with what is left. 0, and nothing done, when another thread
+ * holds the engine.
+ */
+int chorus__progress_drive(chorus__ctx_t *ctx, struct chorus_request *req);
 
 /*
  * Payload streams per peer over the transports that open several (tl_ops_t

@@ -54,6 +54,12 @@ static const chorus__config_var_t core_vars[] = {
      "events the trace keeps per process (about 300 bytes each); when full the oldest are "
      "dropped and the file counts them (K, M suffixes)",
      chorus__config_parse_size, offsetof(chorus__core_config_t, trace_events)},
+    {"CHORUS_PROGRESS_CALLER", "1",
+     "a blocking collective that goes through the network runs the progress loop in the "
+     "calling thread while it waits, when no other thread runs it then, so that the call "
+     "costs no hand-over to the progress thread and no wake-up back; 0: the progress "
+     "thread runs every such call and wakes the caller",
+     chorus__config_parse_bool, offsetof(chorus__core_config_t, progress_caller)},
 };
 
 const chorus__config_table_t chorus__core_config_table = {

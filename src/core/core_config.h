@@ -13,6 +13,7 @@ typedef struct {
     int debug_check;            /* CHORUS_DEBUG_CHECK */
     chorus__config_str_t trace; /* CHORUS_TRACE: file prefix, empty: off */
     size_t trace_events;        /* CHORUS_TRACE_EVENTS */
+    int progress_caller;        /* CHORUS_PROGRESS_CALLER */
 } chorus__core_config_t;
 
 /* What a job is launched with: read by chorus_comm_create_from_env. */

@@ -8,6 +8,11 @@
  * thread: no hand-off to the progress thread, no wake-up. A call that waits
  * longer than a moment is handed over to the progress thread with its state,
  * so that deadlines, stall reports and aborts work for it as for every other.
+ * Any other blocking call is queued like a non-blocking one, but its thread
+ * runs the progress loop while it waits (chorus__progress_drive), where no
+ * other thread does (CHORUS_PROGRESS_CALLER): deadlines, stall reports and
+ * aborts are the loop's, and the progress thread is neither woken for the
+ * call nor wakes the caller when it is over.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -381,7 +386,10 @@ static chorus_status_t call_post(chorus_comm_t comm, const coll_args_t *args,
         *req_p = NULL;
         return call_inline(comm, args, alg, via, task, seq);
     }
-    chorus__progress_wake(ctx);
+    if (blocking && !detach && !setup && ctx->cfg.progress_caller)
+        req->drive = 1;     /* its waiter, this thread, runs it (chorus_request_wait) */
+    else
+        chorus__progress_wake(ctx);
     if (detach) {
         request_release(req);
         req = NULL;
@@ -871,6 +879,12 @@ chorus_status_t chorus_request_wait(chorus_request_t req)
         return CHORUS_ERR_INVALID_ARG;
     }
     ctx = req->comm->ctx;
+    if (req->drive) {
+        /* Posted without waking the progress thread: run it here, or wake it after all. */
+        req->drive = 0;
+        if (!chorus__progress_drive(ctx, req))
+            chorus__progress_wake(ctx);
+    }
     waiting_since = chorus__now();
     deadline = req->deadline + REQUEST_WAIT_GRACE_S;
     abs_deadline(&ts, deadline);

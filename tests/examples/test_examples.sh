@@ -91,6 +91,16 @@ for shm in 1 0; do
     [ "$rc" -eq 0 ] || cat "$TMP/refused"
 done
 
+# Blocking calls in one thread of each rank, non-blocking ones in another, on a duplicate.
+for shm in 1 0; do
+    CHORUS_SHM=$shm timeout -k 5 180 "$CHORUS_RUN" -n 3 "$TWO_THREADS" > "$TMP/threads" 2>&1
+    rc=$?
+    check "two_threads under chorus-run -n 3 (CHORUS_SHM=$shm) exits 0 (got $rc)" [ "$rc" -eq 0 ]
+    check "two_threads: three ranks exact (CHORUS_SHM=$shm)" \
+        [ "$(grep -c ': ok$' "$TMP/threads")" -eq 3 ]
+    [ "$rc" -eq 0 ] || cat "$TMP/threads"
+done
+
 timeout -k 5 180 "$CHORUS_RUN" -n 4 "$MEM_ALLREDUCE" > "$TMP/mem" 2>&1
 rc=$?
 check "mem_allreduce under chorus-run -n 4 exits 0 (got $rc)" [ "$rc" -eq 0 ]
