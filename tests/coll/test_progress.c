@@ -141,17 +141,25 @@ static int rank_switches(chorus_comm_t comm, int rank, int size, void *arg)
     return RC_OK;
 }
 
-static void run_switches(int driven)
+/* fn on nranks ranks over TCP alone (CHORUS_SHM=0), each with a timeout of timeout_s. */
+static void run_tcp(int nranks, double timeout_s, harness_rank_fn fn, void *arg)
 {
-    harness_opts_t opts = {.nranks = 3, .timeout_s = 30, .deadline_s = 90, .kill_rank = -1};
-    switches_arg_t arg = {driven};
-    int status[3];
+    harness_opts_t opts = {.nranks = nranks, .timeout_s = timeout_s, .deadline_s = 90,
+                           .kill_rank = -1};
+    int status[3] = {0};
 
     setenv("CHORUS_SHM", "0", 1);
-    setenv("CHORUS_PROGRESS_CALLER", driven ? "1" : "0", 1);
-    cr_expect_eq(harness_run(&opts, rank_switches, &arg, status, NULL), 0,
-                 "ranks exited %d %d %d", status[0], status[1], status[2]);
+    cr_expect_eq(harness_run(&opts, fn, arg, status, NULL), 0, "ranks exited %d %d %d",
+                 status[0], status[1], status[2]);
     unsetenv("CHORUS_SHM");
+}
+
+static void run_switches(int driven)
+{
+    switches_arg_t arg = {driven};
+
+    setenv("CHORUS_PROGRESS_CALLER", driven ? "1" : "0", 1);
+    run_tcp(3, 30, rank_switches, &arg);
     unsetenv("CHORUS_PROGRESS_CALLER");
 }
 
@@ -214,14 +222,9 @@ static int rank_alone(chorus_comm_t comm, int rank, int size, void *arg)
 
 static void run_alone(int abort)
 {
-    harness_opts_t opts = {.nranks = 2, .timeout_s = 2, .deadline_s = 30, .kill_rank = -1};
     alone_arg_t arg = {abort};
-    int status[2];
 
-    setenv("CHORUS_SHM", "0", 1);
-    cr_expect_eq(harness_run(&opts, rank_alone, &arg, status, NULL), 0, "ranks exited %d %d",
-                 status[0], status[1]);
-    unsetenv("CHORUS_SHM");
+    run_tcp(2, 2, rank_alone, &arg);
 }
 
 Test(progress, an_abort_from_another_thread_ends_a_driven_call, .timeout = 60)

@@ -79,26 +79,24 @@ rc=$?
 check "engine_shuffle under chorus-run -n 5 exits 0 (got $rc)" [ "$rc" -eq 0 ]
 check "engine_shuffle: five ranks exact" [ "$(grep -c ': ok$' "$TMP/engine")" -eq 5 ]
 [ "$rc" -eq 0 ] || cat "$TMP/engine"
-# A call refused on one rank for its buffer: an error everywhere, then exact calls.
-for shm in 1 0; do
-    CHORUS_SHM=$shm timeout -k 5 120 "$CHORUS_RUN" -n 3 "$REFUSED_ONCE" > "$TMP/refused" 2>&1
+# NAME under chorus-run -n N with CHORUS_SHM=SHM, output in $TMP/NAME: exits 0, N ranks ok.
+ranks_ok() {
+    local name=$1 n=$2 shm=$3 rc
+    shift 3
+    CHORUS_SHM=$shm timeout -k 5 180 "$CHORUS_RUN" -n "$n" "$@" > "$TMP/$name" 2>&1
     rc=$?
-    check "refused_once under chorus-run -n 3 (CHORUS_SHM=$shm) exits 0 (got $rc)" [ "$rc" -eq 0 ]
-    check "refused_once: three ranks refused once, then exact (CHORUS_SHM=$shm)" \
-        [ "$(grep -c ': ok$' "$TMP/refused")" -eq 3 ]
+    check "$name under chorus-run -n $n (CHORUS_SHM=$shm) exits 0 (got $rc)" [ "$rc" -eq 0 ]
+    check "$name: $n ranks exact (CHORUS_SHM=$shm)" [ "$(grep -c ': ok$' "$TMP/$name")" -eq "$n" ]
+    [ "$rc" -eq 0 ] || cat "$TMP/$name"
+}
+for shm in 1 0; do
+    # A call refused on one rank for its buffer: an error everywhere, then exact calls.
+    ranks_ok refused_once 3 $shm "$REFUSED_ONCE"
     check "refused_once: the other ranks name rank 2 and its reason (CHORUS_SHM=$shm)" \
-        [ "$(grep -c 'rank 2 refused broadcast #0 (invalid argument sendbuf=NULL' "$TMP/refused")" -eq 2 ]
-    [ "$rc" -eq 0 ] || cat "$TMP/refused"
-done
-
-# Blocking calls in one thread of each rank, non-blocking ones in another, on a duplicate.
-for shm in 1 0; do
-    CHORUS_SHM=$shm timeout -k 5 180 "$CHORUS_RUN" -n 3 "$TWO_THREADS" > "$TMP/threads" 2>&1
-    rc=$?
-    check "two_threads under chorus-run -n 3 (CHORUS_SHM=$shm) exits 0 (got $rc)" [ "$rc" -eq 0 ]
-    check "two_threads: three ranks exact (CHORUS_SHM=$shm)" \
-        [ "$(grep -c ': ok$' "$TMP/threads")" -eq 3 ]
-    [ "$rc" -eq 0 ] || cat "$TMP/threads"
+        [ "$(grep -c 'rank 2 refused broadcast #0 (invalid argument sendbuf=NULL' \
+             "$TMP/refused_once")" -eq 2 ]
+    # Blocking calls in one thread of each rank, non-blocking ones in another, on a duplicate.
+    ranks_ok two_threads 3 $shm "$TWO_THREADS"
 done
 
 timeout -k 5 180 "$CHORUS_RUN" -n 4 "$MEM_ALLREDUCE" > "$TMP/mem" 2>&1
