@@ -454,14 +454,8 @@ static int comm_wait_idle(chorus_comm_t comm, double deadline)
 
     pthread_mutex_lock(&ctx->lock);
     while (atomic_load(&comm->outstanding) > 0 && chorus__now() < deadline) {
-        struct timespec ts;
+        struct timespec ts = chorus__timespec_in(CLOCK_MONOTONIC, 0.05);
 
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += 50 * 1000 * 1000;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
         pthread_cond_timedwait(&ctx->cond, &ctx->lock, &ts);
     }
     busy = atomic_load(&comm->outstanding) > 0;

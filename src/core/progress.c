@@ -46,7 +46,7 @@
 /* Longest sleep on a task's own wait: new work and sockets are checked this often. */
 #define PROGRESS_TASK_SLEEP_US 1000
 /* Longest wait of a blocking call for the engine before the progress thread runs the call. */
-#define PROGRESS_ENGINE_WAIT_NS 2000000L
+#define PROGRESS_ENGINE_WAIT_S 0.002
 /* How long the transports stay lent to driving threads after the last driven call. */
 #define PROGRESS_LEND_MS 20
 
@@ -409,8 +409,8 @@ static void *progress_main(void *arg)
             /* Failed (nothing left to do), or nothing in flight: sleep until told, or until
              * the loan ends. */
             ctx->sleep_untimed = !ctx->lent;
-            progress_sleep(ctx, ctx->epoll_fd, ctx->lent ? chorus__ms_left(ctx->lent_until) + 1
-                                                         : -1, 1);
+            progress_sleep(ctx, ctx->epoll_fd, ctx->lent ? chorus__ms_left(ctx->lent_until) : -1,
+                           1);
             ctx->sleep_untimed = 0;
         } else {
             progress_idle(ctx, ctx->epoll_fd, 1, &idle_polls, turn.next_deadline,
@@ -449,14 +449,11 @@ int chorus__progress_drive(chorus__ctx_t *ctx, chorus_request_t req)
      * longer: a thread that waited for the engine through another's driven call could not make
      * the call that this one waits for. (The wall clock, which pthread_mutex_timedlock takes:
      * a jump of it only lengthens or shortens this wait.) */
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_nsec += PROGRESS_ENGINE_WAIT_NS;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
+    if (pthread_mutex_trylock(&ctx->engine) != 0) {
+        until = chorus__timespec_in(CLOCK_REALTIME, PROGRESS_ENGINE_WAIT_S);
+        if (pthread_mutex_timedlock(&ctx->engine, &until) != 0)
+            return 0;
     }
-    if (ctx->drive_fd < 0 || pthread_mutex_timedlock(&ctx->engine, &until) != 0)
-        return 0;
     atomic_store(&ctx->driving, 1);
     progress_lend(ctx);
     while (!progress_req_done(ctx, req)) {

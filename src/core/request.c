@@ -35,17 +35,7 @@
 
 static void abs_deadline(struct timespec *ts, double deadline)
 {
-    double left = deadline - chorus__now();
-
-    clock_gettime(CLOCK_MONOTONIC, ts);
-    if (left < 0)
-        left = 0;
-    ts->tv_sec += (time_t)left;
-    ts->tv_nsec += (long)((left - (double)(time_t)left) * 1e9);
-    if (ts->tv_nsec >= 1000000000L) {
-        ts->tv_sec++;
-        ts->tv_nsec -= 1000000000L;
-    }
+    *ts = chorus__timespec_in(CLOCK_MONOTONIC, deadline - chorus__now());
 }
 
 /*

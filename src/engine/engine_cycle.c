@@ -321,13 +321,7 @@ static void cycle_sleep(chorus_engine_t engine, double until)
     pthread_mutex_lock(&engine->lock);
     while (!engine->stopping && engine->ready_bytes < engine->bucket_bytes &&
            (left = until - chorus__now()) > 0) {
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_sec += (time_t)left;
-        ts.tv_nsec += (long)((left - (double)(time_t)left) * 1e9);
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        ts = chorus__timespec_in(CLOCK_MONOTONIC, left);
         if (pthread_cond_timedwait(&engine->cond, &engine->lock, &ts) == ETIMEDOUT)
             break;
     }

@@ -116,7 +116,7 @@ static int rank_switches(chorus_comm_t comm, int rank, int size, void *arg)
     const switches_arg_t *a = arg;
     int32_t send[ELEMS], recv[ELEMS];
     long before, after;
-    double start;
+    double start, took;
     int rc = RC_OK;
 
     for (int k = 0; k < 20 && rc == RC_OK; k++)     /* connections made, tasks built */
@@ -126,7 +126,7 @@ static int rank_switches(chorus_comm_t comm, int rank, int size, void *arg)
     for (int k = 0; k < CALLS && rc == RC_OK; k++)
         rc = allreduce_k(comm, rank, size, send, recv, ELEMS, k);
     after = progress_switches();
-    start = harness_now() - start;
+    took = harness_now() - start;
     if (rc != RC_OK)
         return rc;
     if (before < 0 || after < 0) {
@@ -135,7 +135,7 @@ static int rank_switches(chorus_comm_t comm, int rank, int size, void *arg)
     }
     fprintf(stderr, "rank %d: the progress thread switched %ld times in %d blocking calls of "
             "%.1f us each (CHORUS_PROGRESS_CALLER=%d)\n", rank, after - before, CALLS,
-            start / CALLS * 1e6, a->driven);
+            took / CALLS * 1e6, a->driven);
     if (a->driven ? after - before > CALLS / 4 : after - before < CALLS / 2)
         return RC_SWITCHES;
     return RC_OK;
