@@ -441,7 +441,7 @@ static int progress_req_done(chorus__ctx_t *ctx, chorus_request_t req)
 
 int chorus__progress_drive(chorus__ctx_t *ctx, chorus_request_t req)
 {
-    int idle_polls = 0, hook = chorus__wait_hook_on(), more;
+    int idle_polls = 0, hook = chorus__wait_hook_on(), more, max_ms;
     double since = 0;
     struct timespec until;
 
@@ -468,9 +468,9 @@ int chorus__progress_drive(chorus__ctx_t *ctx, chorus_request_t req)
         }
         if (since == 0)
             since = chorus__now();
-        /* With a wait hook (wait_hook.h), wake every millisecond to run it. */
-        progress_idle(ctx, ctx->drive_fd, 0, &idle_polls, turn.next_deadline,
-                      hook ? 1 : PROGRESS_MAX_SLEEP_MS);
+        /* With a wait hook (wait_hook.h), wake when it is due to run it. */
+        max_ms = hook ? chorus__ms_left(chorus__wait_hook_due(since)) : PROGRESS_MAX_SLEEP_MS;
+        progress_idle(ctx, ctx->drive_fd, 0, &idle_polls, turn.next_deadline, max_ms);
         if (hook)
             chorus__wait_hook_run(since);
     }

@@ -44,8 +44,6 @@ static void abs_deadline(struct timespec *ts, double deadline)
  * progress thread itself is stuck.
  */
 #define REQUEST_WAIT_GRACE_S 5.0
-/* How often a wait wakes to run the wait hook, when one is set (wait_hook.h). */
-#define REQUEST_WAIT_HOOK_SLICE_S 200e-6
 
 static void request_release(chorus_request_t req);
 
@@ -883,9 +881,9 @@ chorus_status_t chorus_request_wait(chorus_request_t req)
         struct timespec slice;
         int hook = chorus__wait_hook_on();
 
-        /* With a wait hook, wake now and then to run it (without the lock). */
+        /* With a wait hook, wake when it is due to run it (without the lock). */
         if (hook) {
-            double next = chorus__now() + REQUEST_WAIT_HOOK_SLICE_S;
+            double next = chorus__wait_hook_due(waiting_since);
 
             abs_deadline(&slice, next < deadline ? next : deadline);
         }
