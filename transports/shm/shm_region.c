@@ -26,6 +26,21 @@ static size_t region_bytes(size_t slot_bytes)
     return SHM_DATA_OFFSET + 2 * slot_bytes;
 }
 
+/*
+ * Map now the pages of a region's head (its control block and small-call
+ * areas) in this process. Each small call uses the next area, so the first
+ * SHM_LL_DEPTH calls would each take page faults, in the writer and in every
+ * reader: about 80 calls at 2-10 us each instead of 0.4 us. Where the kernel
+ * has no MADV_POPULATE_WRITE (before Linux 5.14), a read of each page does it.
+ */
+static void region_map_head(void *base)
+{
+    if (madvise(base, SHM_DATA_OFFSET, MADV_POPULATE_WRITE) == 0)
+        return;
+    for (size_t off = 0; off < SHM_DATA_OFFSET; off += 4096)
+        (void)*(volatile const unsigned char *)((const unsigned char *)base + off);
+}
+
 chorus_status_t shm_region_create(const shm_config_t *cfg, shm_region_t **region_p,
                                   shm_card_t *card)
 {
@@ -57,6 +72,7 @@ chorus_status_t shm_region_create(const shm_config_t *cfg, shm_region_t **region
         chorus_warn("mapping the shared-memory region (%zu bytes) failed: %m", r->bytes);
         goto err_close;
     }
+    region_map_head(r->ctrl);
     if (chorus__random_bytes(r->ctrl->token, SHM_TOKEN_BYTES) != 0)
         goto err_unmap;
     r->ctrl->pid = (int32_t)getpid();
@@ -121,6 +137,7 @@ static chorus_status_t node_map_peer(shm_node_t *node, int j, const shm_card_t *
         munmap(c, bytes);
         return CHORUS_ERR_SYSTEM;
     }
+    region_map_head(c);
     node->ctrl[j] = c;
     node->map_bytes[j] = bytes;
     node->pids[j] = card->pid;
