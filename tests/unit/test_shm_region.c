@@ -227,6 +227,60 @@ Test(shm_region, posts_skip_their_fence_only_where_every_rank_allows_it)
     }
 }
 
+/*
+ * A child maps the parent's region as rank 0 of a two-rank node that runs on
+ * cores cores and seals it, both allowing fenceless posts: with a core each, the node keeps its spin, its
+ * few yields and its fenceless posts; with fewer cores than ranks, its
+ * waiters yield at once and longer, and its posts take the fence. Exit 0 when
+ * the sealed node is so.
+ */
+static int child_seal(const shm_card_t *parent_card, int cores, int kernel)
+{
+    shm_config_t cfg = default_cfg();
+    shm_region_t *own = NULL;
+    shm_node_t *node = NULL;
+    shm_card_t cards[2];
+    int cma = -1, ok, shared = cores < 2;
+
+    cfg.membarrier = 1;
+    if (shm_region_create(&cfg, &own, &cards[1]) != CHORUS_OK)
+        return CHILD_SETUP;
+    cards[0] = *parent_card;
+    if (shm_node_create(own, cards, 1, 2, &cfg, &node, &cma) != CHORUS_OK)
+        return CHILD_WRONG_STATUS;
+    shm_node_seal(node, 0, cores);
+    ok = node->fence_ready == (shared ? 0 : kernel) &&
+         node->yields == (shared ? SHM_YIELDS_SHARED : SHM_YIELDS) &&
+         node->spin_max == (shared ? 0 : cfg.spin);
+    shm_node_destroy(node);
+    return ok ? CHILD_OK : CHILD_WRONG_STATUS;
+}
+
+Test(shm_region, more_ranks_than_cores_fence_posts_and_yield_longer)
+{
+    int kernel = chorus__fence_ready(CHORUS__FENCE_NODE);
+
+    for (int cores = 1; cores <= 2; cores++) {
+        shm_config_t cfg = default_cfg();
+        shm_region_t *region = NULL;
+        shm_card_t card;
+        pid_t pid;
+        int rc;
+
+        cfg.membarrier = 1;
+        cr_assert_eq(shm_region_create(&cfg, &region, &card), CHORUS_OK);
+        pid = fork();
+        cr_assert_geq(pid, 0);
+        if (pid == 0)
+            _exit(child_seal(&card, cores, kernel));
+        rc = wait_child(pid);
+        shm_region_destroy(region);
+        cr_expect_eq(rc, CHILD_OK, "two ranks sealed on %d core%s (kernel %s): not as "
+                     "expected (child exit %d)", cores, cores > 1 ? "s" : "",
+                     kernel ? "has node-wide barriers" : "has none", rc);
+    }
+}
+
 /* Slot sizes out of bounds, given directly and through CHORUS_SHM_SLOT_SIZE. */
 Test(shm_region, bad_slot_size)
 {

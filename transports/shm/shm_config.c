@@ -25,7 +25,7 @@ static const chorus__config_var_t shm_vars[] = {
      "most polls of a peer's flag before a waiting rank yields its core and then sleeps, "
      "when every local rank has a core of its own (each rank spins twice what its recent "
      "waits took, less after a peer that posted late); with more local ranks than cores a "
-     "waiting rank yields at once",
+     "waiting rank yields at once, and 64 times instead of 8 before it sleeps",
      chorus__config_parse_size, offsetof(shm_config_t, spin)},
     {"CHORUS_SHM_CUDA", "1",
      "let calls on CUDA device buffers that every rank makes with mem_type CHORUS_MEM_CUDA "
@@ -37,7 +37,8 @@ static const chorus__config_var_t shm_vars[] = {
     {"CHORUS_SHM_MEMBARRIER", "1",
      "let a rank post its steps without a locked instruction: a peer that goes to sleep "
      "on them makes every local rank's CPU pass a barrier instead (membarrier(2)); used "
-     "only when every local rank's kernel allows it (0: each post is a full fence)",
+     "only when every local rank's kernel allows it and the local ranks have a core each "
+     "(0: each post is a full fence)",
      chorus__config_parse_bool, offsetof(shm_config_t, membarrier)},
 };
 

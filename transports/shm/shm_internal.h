@@ -57,6 +57,18 @@ typedef struct {
 
 _Static_assert(sizeof(shm_ll_line_t) == SHM_LINE, "a small-call line is one cache line");
 
+/*
+ * Yields between a waiter's spin and its sleep (shm_sync.c): SHM_YIELDS, or
+ * SHM_YIELDS_SHARED where the node has more ranks than cores. There the peer
+ * waited for is often not running, and a sleep costs both sides a trip
+ * through the kernel that makes the next waits longer still; more yields
+ * cost nothing when no other task wants this core, and give it away when one
+ * does (4 ranks on 2 cores, 16 KiB allreduce: 15-17 us in the slow runs with
+ * 64 yields, 22-27 us with 8; docs/PERFORMANCE.md).
+ */
+#define SHM_YIELDS 8
+#define SHM_YIELDS_SHARED 64
+
 /* Where the areas and the staging slots begin in a region. */
 #define SHM_LL_OFFSET 4096
 #define SHM_DATA_OFFSET                                                                   \
@@ -177,6 +189,7 @@ struct shm_node {
     int dead_peer;              /* a local rank whose process is gone, or -1 */
     int fence_ready;            /* every local rank registered for node-wide barriers */
     size_t spin_max;            /* polls before yielding at most (CHORUS_SHM_SPIN, or 0) */
+    int yields;                 /* yields before sleeping (shm_sync.c) */
     size_t spin;                /* polls before yielding now: learnt from recent waits */
     double poll_s;              /* seconds one poll takes (shm_spin_calibrate) */
     void *acc;                  /* single-copy path: private chunk buffers */

@@ -202,6 +202,7 @@ chorus_status_t shm_node_create(shm_region_t *own, const shm_card_t *cards, int 
     for (int j = 0; j < local_size; j++)
         node->fence_ready &= node->ctrl[j]->fence_ok != 0;
     node->spin_max = node->spin = cfg->spin;
+    node->yields = SHM_YIELDS;
     shm_spin_calibrate(node);
     *cma_ok_p = cma_ok;
     *node_p = node;
@@ -212,9 +213,16 @@ void shm_node_seal(shm_node_t *node, int use_cma, int cores)
 {
     node->use_cma = use_cma;
     /* With more ranks than cores, the peer a waiter polls for may need the waiter's core:
-     * yield at once instead of spinning. */
-    if (cores > 0 && node->n > cores)
+     * yield at once instead of spinning, and longer before sleeping. Waiters still sleep
+     * often, and a sleeper's barrier on every local rank's CPU (an interrupt to each,
+     * dearer still in a virtual machine) costs more than a fence in every post: posts take
+     * the fence. Every local rank seals with the same cores (agreed at setup), so posters
+     * and sleepers agree. */
+    if (cores > 0 && node->n > cores) {
         node->spin_max = node->spin = 0;
+        node->yields = SHM_YIELDS_SHARED;
+        node->fence_ready = 0;
+    }
     if (node->own.fd >= 0)
         close(node->own.fd);
     node->own.fd = -1;

@@ -38,8 +38,6 @@
 #include "util/spinlock.h"
 #include "util/time.h"
 
-/* Yields between the spin and the first sleep. */
-#define SHM_YIELDS 8
 /* The shortest learnt spin: polls that cost less than a yield. */
 #define SHM_SPIN_MIN 32
 /* A peer that posts later than this after a spin gave up was not running. */
@@ -227,12 +225,12 @@ static int spin(shm_node_t *node, shm_ctrl_t *c, const _Atomic uint64_t *word, u
  * Yield a few times; 1 when the peer moved. With learn set, *shared_p
  * says whether a yield let another task run on this core.
  */
-static int yield(shm_ctrl_t *c, const _Atomic uint64_t *word, uint64_t step, int learn,
-                 int *shared_p)
+static int yield(shm_node_t *node, shm_ctrl_t *c, const _Atomic uint64_t *word,
+                 uint64_t step, int learn, int *shared_p)
 {
     double now = learn ? chorus__now() : 0;
 
-    for (int i = 0; i < SHM_YIELDS; i++) {
+    for (int i = 0; i < node->yields; i++) {
         double before = now;
 
         if (peer_moved(c, word, step))
@@ -260,7 +258,7 @@ void shm_sleep(shm_node_t *node, int peer, const _Atomic uint64_t *word, uint64_
     if (spin(node, c, word, step))
         return;
     gave_up = learn ? chorus__now() : 0;
-    if (!yield(c, word, step, learn, &shared)) {
+    if (!yield(node, c, word, step, learn, &shared)) {
         atomic_fetch_add(&c->sleepers, 1);
         /* The peer's post skipped its barrier: this one stands for it. Without it, do not
          * sleep (a post may have missed this sleeper); the caller polls again. */
