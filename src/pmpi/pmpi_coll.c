@@ -34,16 +34,26 @@ typedef struct {
  * CHORUS_PMPI=auto: the smallest size (call_t.bytes) at which chorus serves
  * each collective, from the interposed benchmark beside the native one at 2
  * and 4 ranks on one node (docs/PERFORMANCE.md, "MPI programs through the
- * interposer"): below it that MPI's own call was as fast or faster. Open MPI's
- * shared-memory paths for small calls (and its barrier) are quicker than
- * chorus's at 2 ranks; MPICH's are slower than chorus's but for broadcast and
- * the smallest alltoalls.
+ * interposer"): below it that MPI's own call was as fast or faster at one of
+ * the two counts. Open MPI's shared-memory paths for small calls (and its
+ * barrier) are quicker than chorus's at 2 ranks, and its allgather copies
+ * once where chorus copies twice, so chorus's serves only from 16 MiB; MPICH's
+ * are slower than chorus's but for broadcast and the smallest alltoalls.
  */
 static size_t auto_min_bytes(call_kind_t kind)
 {
 #if defined(OPEN_MPI)
-    (void)kind;
-    return 16384;
+    switch (kind) {
+    case CALL_BCAST:
+    case CALL_ALLTOALL:
+        return 512;
+    case CALL_ALLREDUCE:
+        return 4096;
+    case CALL_ALLGATHER:
+        return (size_t)16 << 20;
+    default:
+        return 16384;
+    }
 #else
     return kind == CALL_BCAST ? 16384 : kind == CALL_ALLTOALL ? 512 : 0;
 #endif
