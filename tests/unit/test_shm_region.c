@@ -175,6 +175,26 @@ Test(shm_region, node_create_wrong_token_fails)
     node_create_from_child(1);
 }
 
+/* A child run on the card of a region the parent created with cfg; its exit code. */
+typedef int (*region_child_fn)(const shm_card_t *parent_card, int a, int b);
+
+static int run_region_child(const shm_config_t *cfg, region_child_fn child, int a, int b)
+{
+    shm_region_t *region = NULL;
+    shm_card_t card;
+    pid_t pid;
+    int rc;
+
+    cr_assert_eq(shm_region_create(cfg, &region, &card), CHORUS_OK);
+    pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0)
+        _exit(child(&card, a, b));
+    rc = wait_child(pid);
+    shm_region_destroy(region);
+    return rc;
+}
+
 /*
  * A child that allows fenceless posts or not (child_fence) maps the
  * parent's region as rank 0 of a two-rank node: its posts skip the fence
@@ -207,19 +227,10 @@ Test(shm_region, posts_skip_their_fence_only_where_every_rank_allows_it)
     for (int parent = 0; parent < 2; parent++) {
         for (int child = 0; child < 2; child++) {
             shm_config_t cfg = default_cfg();
-            shm_region_t *region = NULL;
-            shm_card_t card;
             int want = parent && child && kernel, rc;
-            pid_t pid;
 
             cfg.membarrier = parent;
-            cr_assert_eq(shm_region_create(&cfg, &region, &card), CHORUS_OK);
-            pid = fork();
-            cr_assert_geq(pid, 0);
-            if (pid == 0)
-                _exit(child_fence(&card, child, want));
-            rc = wait_child(pid);
-            shm_region_destroy(region);
+            rc = run_region_child(&cfg, child_fence, child, want);
             cr_expect_eq(rc, CHILD_OK, "CHORUS_SHM_MEMBARRIER %d here and %d there (kernel "
                          "%s): fence_ready is not %d (child exit %d)", parent, child,
                          kernel ? "has node-wide barriers" : "has none", want, rc);
@@ -262,19 +273,10 @@ Test(shm_region, more_ranks_than_cores_fence_posts_and_yield_longer)
 
     for (int cores = 1; cores <= 2; cores++) {
         shm_config_t cfg = default_cfg();
-        shm_region_t *region = NULL;
-        shm_card_t card;
-        pid_t pid;
         int rc;
 
         cfg.membarrier = 1;
-        cr_assert_eq(shm_region_create(&cfg, &region, &card), CHORUS_OK);
-        pid = fork();
-        cr_assert_geq(pid, 0);
-        if (pid == 0)
-            _exit(child_seal(&card, cores, kernel));
-        rc = wait_child(pid);
-        shm_region_destroy(region);
+        rc = run_region_child(&cfg, child_seal, cores, kernel);
         cr_expect_eq(rc, CHILD_OK, "two ranks sealed on %d core%s (kernel %s): not as "
                      "expected (child exit %d)", cores, cores > 1 ? "s" : "",
                      kernel ? "has node-wide barriers" : "has none", rc);
