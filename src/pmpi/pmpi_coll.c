@@ -37,8 +37,9 @@ typedef struct {
  * interposer"): below it that MPI's own call was as fast or faster at one of
  * the two counts. Open MPI's shared-memory paths for small calls (and its
  * barrier) are quicker than chorus's at 2 ranks, and its allgather copies
- * once where chorus copies twice, so chorus's serves only from 16 MiB; MPICH's
- * are slower than chorus's but for broadcast and the smallest alltoalls.
+ * once where chorus's copies twice, so allgathers go to chorus only from 16
+ * MiB; MPICH's are slower than chorus's but for broadcast and the smallest
+ * alltoalls.
  */
 static size_t auto_min_bytes(call_kind_t kind)
 {

@@ -63,8 +63,8 @@ _Static_assert(sizeof(shm_ll_line_t) == SHM_LINE, "a small-call line is one cach
  * waited for is often not running, and a sleep costs both sides a trip
  * through the kernel that makes the next waits longer still; more yields
  * cost nothing when no other task wants this core, and give it away when one
- * does (4 ranks on 2 cores, 16 KiB allreduce: 15-17 us in the slow runs with
- * 64 yields, 22-27 us with 8; docs/PERFORMANCE.md).
+ * does (4 ranks on 2 cores, 16 KiB allreduce, posts fenced: 15-17 us in the
+ * slow runs with 64 yields, 22-27 us with 8; docs/PERFORMANCE.md).
  */
 #define SHM_YIELDS 8
 #define SHM_YIELDS_SHARED 64
