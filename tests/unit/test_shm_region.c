@@ -196,6 +196,28 @@ static int run_region_child(const shm_config_t *cfg, region_child_fn child, int 
 }
 
 /*
+ * In a child: map the parent's region (parent_card) as local rank 0 of a
+ * two-rank node whose own region allows fenceless posts or not (membarrier).
+ * CHILD_OK with *node_p, else the exit code.
+ */
+static int child_node(const shm_card_t *parent_card, int membarrier, shm_config_t *cfg,
+                      shm_node_t **node_p)
+{
+    shm_region_t *own = NULL;
+    shm_card_t cards[2];
+    int cma = -1;
+
+    *cfg = default_cfg();
+    cfg->membarrier = membarrier;
+    if (shm_region_create(cfg, &own, &cards[1]) != CHORUS_OK)
+        return CHILD_SETUP;
+    cards[0] = *parent_card;
+    if (shm_node_create(own, cards, 1, 2, cfg, node_p, &cma) != CHORUS_OK)
+        return CHILD_WRONG_STATUS;
+    return CHILD_OK;
+}
+
+/*
  * A child that allows fenceless posts or not (child_fence) maps the
  * parent's region as rank 0 of a two-rank node: its posts skip the fence
  * only when both allow it and the kernel has node-wide barriers. Exit 0
@@ -203,18 +225,12 @@ static int run_region_child(const shm_config_t *cfg, region_child_fn child, int 
  */
 static int child_fence(const shm_card_t *parent_card, int allow, int want)
 {
-    shm_config_t cfg = default_cfg();
-    shm_region_t *own = NULL;
+    shm_config_t cfg;
     shm_node_t *node = NULL;
-    shm_card_t cards[2];
-    int cma = -1, ready;
+    int rc = child_node(parent_card, allow, &cfg, &node), ready;
 
-    cfg.membarrier = allow;
-    if (shm_region_create(&cfg, &own, &cards[1]) != CHORUS_OK)
-        return CHILD_SETUP;
-    cards[0] = *parent_card;
-    if (shm_node_create(own, cards, 1, 2, &cfg, &node, &cma) != CHORUS_OK)
-        return CHILD_WRONG_STATUS;
+    if (rc != CHILD_OK)
+        return rc;
     ready = node->fence_ready;
     shm_node_destroy(node);
     return ready == want ? CHILD_OK : CHILD_WRONG_STATUS;
@@ -240,25 +256,19 @@ Test(shm_region, posts_skip_their_fence_only_where_every_rank_allows_it)
 
 /*
  * A child maps the parent's region as rank 0 of a two-rank node that runs on
- * cores cores and seals it, both allowing fenceless posts: with a core each, the node keeps its spin, its
- * few yields and its fenceless posts; with fewer cores than ranks, its
- * waiters yield at once and longer, and its posts take the fence. Exit 0 when
- * the sealed node is so.
+ * cores cores and seals it, both allowing fenceless posts: with a core each,
+ * the node keeps its spin, its few yields and its fenceless posts; with fewer
+ * cores than ranks, its waiters yield at once and longer, and its posts take
+ * the fence. Exit 0 when the sealed node is so.
  */
 static int child_seal(const shm_card_t *parent_card, int cores, int kernel)
 {
-    shm_config_t cfg = default_cfg();
-    shm_region_t *own = NULL;
+    shm_config_t cfg;
     shm_node_t *node = NULL;
-    shm_card_t cards[2];
-    int cma = -1, ok, shared = cores < 2;
+    int rc = child_node(parent_card, 1, &cfg, &node), ok, shared = cores < 2;
 
-    cfg.membarrier = 1;
-    if (shm_region_create(&cfg, &own, &cards[1]) != CHORUS_OK)
-        return CHILD_SETUP;
-    cards[0] = *parent_card;
-    if (shm_node_create(own, cards, 1, 2, &cfg, &node, &cma) != CHORUS_OK)
-        return CHILD_WRONG_STATUS;
+    if (rc != CHILD_OK)
+        return rc;
     shm_node_seal(node, 0, cores);
     ok = node->fence_ready == (shared ? 0 : kernel) &&
          node->yields == (shared ? SHM_YIELDS_SHARED : SHM_YIELDS) &&
